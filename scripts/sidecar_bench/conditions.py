@@ -1,0 +1,142 @@
+"""Conditions: what one run measures, and the experiment's matrix of them.
+
+A condition is a value. Its id is readable and stable, so that a run file
+(`<id>.parquet`) keeps its meaning when the matrix around it changes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Iterable, Mapping
+
+APPS = ("go", "next")
+ROLES = ("proxy", "agent", "log_router")
+MAX_SIDECARS = len(ROLES)
+
+
+class ConfigError(ValueError):
+    """A bad value in the experiment's configuration; the message names it."""
+
+
+def _number_text(value: float) -> str:
+    """Shortest text for a number: 0.25 -> '0.25', 2.0 -> '2'."""
+    return f"{value:g}"
+
+
+@dataclass(frozen=True, order=True)
+class Condition:
+    """One task configuration: app, CPU and memory limits, sidecars and their load."""
+
+    app: str
+    vcpu: float
+    memory_mb: int
+    sidecar_count: int
+    sidecar_load_pct: float
+
+    def __post_init__(self) -> None:
+        if self.app not in APPS:
+            raise ConfigError(f"app: {self.app!r} is not one of {', '.join(APPS)}")
+        if not self.vcpu > 0:
+            raise ConfigError(f"vcpu: {self.vcpu!r} is not > 0")
+        if not (isinstance(self.memory_mb, int) and self.memory_mb >= 6):
+            # Docker refuses memory limits under 6 MB.
+            raise ConfigError(f"memory_mb: {self.memory_mb!r} is not a whole number >= 6")
+        if not (isinstance(self.sidecar_count, int) and 0 <= self.sidecar_count <= MAX_SIDECARS):
+            raise ConfigError(f"sidecar_count: {self.sidecar_count!r} is not a whole number from 0 to {MAX_SIDECARS}")
+        if not 0 <= self.sidecar_load_pct <= 100:
+            raise ConfigError(f"sidecar_load_pct: {self.sidecar_load_pct!r} is not within 0..100")
+        # Plain floats, so that 1 and 1.0 make one condition, one id and one repr.
+        object.__setattr__(self, "vcpu", float(self.vcpu))
+        object.__setattr__(self, "sidecar_load_pct", float(self.sidecar_load_pct))
+
+    @property
+    def id(self) -> str:
+        load = self.sidecar_load_pct
+        load_text = f"{int(load):02d}" if load == int(load) else _number_text(load)
+        return (
+            f"{self.app}_cpu{_number_text(self.vcpu)}_mem{self.memory_mb}"
+            f"_sc{self.sidecar_count}_load{load_text}"
+        )
+
+    @property
+    def total_sidecar_load_pct(self) -> float:
+        return self.sidecar_count * self.sidecar_load_pct
+
+    @property
+    def variant(self) -> str:
+        """The task image variant this condition runs on."""
+        return f"{self.app}-sidecar" if self.sidecar_count else self.app
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return ROLES[: self.sidecar_count]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, **asdict(self), "total_sidecar_load_pct": self.total_sidecar_load_pct}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Condition":
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """How each condition is loaded: hey -z duration -c concurrency, after warm-up."""
+
+    duration_s: float = 30
+    concurrency: int = 10
+    warmup_s: float = 0
+    ready_timeout_s: float = 120
+
+    def __post_init__(self) -> None:
+        if not self.duration_s > 0:
+            raise ConfigError(f"load.duration_s: {self.duration_s!r} is not > 0")
+        if not (isinstance(self.concurrency, int) and self.concurrency >= 1):
+            raise ConfigError(f"load.concurrency: {self.concurrency!r} is not a whole number >= 1")
+        if not self.warmup_s >= 0:
+            raise ConfigError(f"load.warmup_s: {self.warmup_s!r} is not >= 0")
+        if not self.ready_timeout_s > 0:
+            raise ConfigError(f"load.ready_timeout_s: {self.ready_timeout_s!r} is not > 0")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+AXES = ("app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct")
+
+
+def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
+    """The product of one named set's axes.
+
+    With no sidecars the per-sidecar load means nothing, so it is set to 0:
+    `sc0` conditions of a grid collapse into one run instead of five copies.
+    """
+    missing = [axis for axis in AXES if axis not in axes]
+    if missing:
+        raise ConfigError(f"sets.{name}: missing axis {', '.join(missing)}")
+    unknown = sorted(set(axes) - set(AXES))
+    if unknown:
+        raise ConfigError(f"sets.{name}: unknown axis {', '.join(unknown)}")
+    conditions: dict[str, Condition] = {}
+    for values in itertools.product(*(axes[axis] for axis in AXES)):
+        params = dict(zip(AXES, values))
+        if params["sidecar_count"] == 0:
+            params["sidecar_load_pct"] = 0
+        try:
+            condition = Condition(**params)
+        except ConfigError as err:
+            raise ConfigError(f"sets.{name}.{err}") from None
+        conditions.setdefault(condition.id, condition)
+    return list(conditions.values())
+
+
+def expand_matrix(sets: Mapping[str, Mapping[str, Iterable[Any]]], names: Iterable[str]) -> list[Condition]:
+    """The de-duplicated union of the named sets, in a stable order."""
+    chosen: dict[str, Condition] = {}
+    for name in names:
+        if name not in sets:
+            raise ConfigError(f"sets: no set named {name!r} (known: {', '.join(sorted(sets))})")
+        for condition in expand_set(name, sets[name]):
+            chosen.setdefault(condition.id, condition)
+    return sorted(chosen.values())
