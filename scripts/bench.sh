@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# sidecar-bench entry point. Every subcommand first runs the idempotent set-up.
+#
+#   scripts/bench.sh run [snakemake args]   set up, then run the experiment (snakemake --cores 1)
+#   scripts/bench.sh test [pytest args]     set up, then run the test suite
+#   scripts/bench.sh setup                  set up only
+#
+# Set-up: a virtual environment (.venv) with pinned packages; a Docker engine
+# that answers (the one DOCKER_HOST or the local socket names; on Debian as
+# root, docker.io is installed and dockerd started when none answers);
+# Node.js + npm (the Next.js app is built on the host) and debootstrap (base
+# images are made locally where no registry can be reached).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV="$ROOT/.venv"
+REQS="$ROOT/workflow/envs/requirements.txt"
+LOCK="$ROOT/workflow/envs/requirements.lock"
+DOCKERD_LOG=${SIDECAR_BENCH_DOCKERD_LOG:-/var/log/sidecar-bench-dockerd.log}
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+can_install_debs() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+APT_UPDATED=
+apt_install() {
+  can_install_debs || return 1
+  if [ -z "$APT_UPDATED" ]; then
+    say "apt-get update"
+    apt-get update -qq >/dev/null
+    APT_UPDATED=1
+  fi
+  say "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+need_command() {  # need_command CMD DEB_PACKAGE WHY
+  command -v "$1" >/dev/null 2>&1 && return 0
+  apt_install "$2" || die "'$1' is missing ($3). Install it (Debian/Ubuntu: apt-get install $2) and run this again."
+  command -v "$1" >/dev/null 2>&1 || die "'$1' is still missing after installing $2."
+}
+
+setup_python() {
+  need_command python3 python3 "runs the workflow"
+  python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || die "Python 3.11 or newer is needed; python3 is $(python3 -V 2>&1)."
+  local stamp="$VENV/.sidecar-bench-requirements"
+  local want
+  want=$(cat "$REQS" "$LOCK" | sha256sum | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "creating the virtual environment $VENV"
+    python3 -m venv "$VENV" 2>/dev/null || {
+      apt_install python3-venv || die "python3 -m venv failed: install python3-venv."
+      python3 -m venv "$VENV"
+    }
+  fi
+  say "installing pinned Python packages (workflow/envs/requirements.lock)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQS" -c "$LOCK"
+  echo "$want" >"$stamp"
+}
+
+docker_answers() { "$VENV/bin/python" -c 'import docker; docker.from_env(timeout=5).ping()' >/dev/null 2>&1; }
+
+setup_docker() {
+  docker_answers && return 0
+  if [ -n "${DOCKER_HOST:-}" ]; then
+    die "no Docker engine answers at DOCKER_HOST=$DOCKER_HOST. Start it, or unset DOCKER_HOST to use a local one."
+  fi
+  if ! command -v dockerd >/dev/null 2>&1; then
+    apt_install docker.io \
+      || die "no Docker engine answers and dockerd is not installed. Install Docker (Debian: apt-get install docker.io) and start it."
+  fi
+  if ! pgrep -x dockerd >/dev/null 2>&1; then
+    [ "$(id -u)" = 0 ] || die "no Docker engine answers. Start it (sudo systemctl start docker) or run this as root."
+    say "starting dockerd (log: $DOCKERD_LOG)"
+    # setsid: the engine outlives this script and is not killed with its process group.
+    setsid nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  fi
+  local i
+  for i in $(seq 1 60); do
+    docker_answers && { say "Docker engine is up"; return 0; }
+    sleep 1
+  done
+  die "dockerd did not answer within 60 s; see $DOCKERD_LOG."
+}
+
+setup_host_tools() {
+  # The Next.js app is built on the host (containers may not reach npm's registry).
+  need_command node nodejs "builds the Next.js app"
+  need_command npm npm "builds the Next.js app"
+  # Base images are made with debootstrap where none can be pulled.
+  need_command debootstrap debootstrap "makes base images where no registry can be reached"
+}
+
+setup() {
+  setup_python
+  setup_docker
+  setup_host_tools
+}
+
+cmd=${1:-run}
+[ $# -gt 0 ] && shift
+cd "$ROOT"
+case "$cmd" in
+  setup) setup ;;
+  run)
+    setup
+    exec "$VENV/bin/snakemake" --cores 1 "$@"
+    ;;
+  test)
+    setup
+    exec "$VENV/bin/python" -m pytest "$@"
+    ;;
+  *) die "unknown command '$cmd' (use run, test or setup)" ;;
+esac
