@@ -113,6 +113,9 @@ case "$cmd" in
     ;;
   test)
     setup
+    # The remote-engine test reaches this machine's engine through an sshd of its own.
+    [ -x /usr/sbin/sshd ] || apt_install openssh-server \
+      || die "the tests need openssh-server (apt-get install openssh-server)."
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   *) die "unknown command '$cmd' (use run, test or setup)" ;;

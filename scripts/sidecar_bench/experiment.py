@@ -69,7 +69,7 @@ def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: 
     """
     schema = yaml.safe_load(Path(schema_path).read_text())
     config = copy.deepcopy(dict(config))
-    validator = _with_defaults(jsonschema.Draft7Validator)(schema)
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         # The deepest error is the most specific one ("vcpu[0]" rather than "sets").

@@ -1,0 +1,23 @@
+# sidecar-bench: how much do sidecars slow an app that shares their CPU budget?
+# The experiment is config.yaml; the rules live in workflow/rules/.
+from snakemake.utils import min_version
+
+min_version("9.19")
+
+
+configfile: "config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/image.smk"
+include: "workflow/rules/run.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        get_final_outputs(),

@@ -1,0 +1,163 @@
+"""End to end: the real Snakefile builds the real images and measures a small matrix
+on the real Docker engine, then `snakemake -n` shows which conditions each kind of
+change reruns."""
+
+import json
+
+import docker
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from workflow_helpers import ROOT, copy_project, dry_run, snakemake, write_config
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+GO_ALONE = "go_cpu0.5_mem512_sc0_load00"
+GO_SIDECAR = "go_cpu0.5_mem512_sc1_load10"
+NEXT_SIDECAR = "next_cpu1_mem512_sc1_load10"
+ALL = {GO_ALONE, GO_SIDECAR, NEXT_SIDECAR}
+
+
+def e2e_config(**load):
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["sets"]["e2e_go"] = dict(app=["go"], vcpu=[0.5], memory_mb=[512], sidecar_count=[0, 1], sidecar_load_pct=[10])
+    config["sets"]["e2e_next"] = dict(app=["next"], vcpu=[1], memory_mb=[512], sidecar_count=[1], sidecar_load_pct=[10])
+    config["presets"]["e2e"] = {"sets": ["e2e_go", "e2e_next"], "load": {"duration_s": 2, **load}}
+    config["preset"] = "e2e"
+    return config
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """The e2e preset, run for real once; tests below only read or dry-run it."""
+    project = copy_project(tmp_path_factory.mktemp("e2e") / "project")
+    write_config(project, **e2e_config())
+    done = snakemake(project, timeout=1500)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    return project, done.stdout + done.stderr
+
+
+def test_every_condition_has_a_run_file_with_raw_requests(finished):
+    project, _ = finished
+    runs = sorted((project / "results" / "e2e" / "runs").glob("*.parquet"))
+    assert {p.stem for p in runs} == ALL
+    for path in runs:
+        table = pq.read_table(path)
+        assert table.num_rows > 0
+        meta = json.loads(table.schema.metadata[b"sidecar_bench"])
+        assert meta["condition"]["id"] == path.stem
+        assert meta["load"]["duration_s"] == 2
+        assert meta["cgroup"]["nr_periods"] > 0
+        assert len(meta["processes"]) == 1 + meta["condition"]["sidecar_count"]
+    # All runs read as one dataset.
+    frame = pd.read_parquet(project / "results" / "e2e" / "runs")
+    assert set(frame["condition_id"]) == ALL
+
+
+def test_no_container_is_left_behind(finished):
+    client = docker.from_env()
+    left = client.containers.list(all=True, filters={"label": "org.sidecar-bench.project=sidecar-bench"})
+    assert [c.name for c in left] == []
+
+
+def test_summary_tables_and_charts_are_made(finished):
+    project, _ = finished
+    results = project / "results" / "e2e"
+    summary = pd.read_parquet(results / "summary.parquet")
+    assert set(summary["condition_id"]) == ALL
+    assert (summary["rps"] > 0).all()
+    assert (results / "summary.csv").exists()
+    tables = list((results / "tables").glob("*.md"))
+    assert tables, "no Markdown tables"
+    charts = {p.suffix for p in (results / "charts").iterdir()}
+    assert {".png", ".svg", ".html"} <= charts
+
+
+def test_progress_is_shown_while_the_matrix_runs(finished):
+    _, output = finished
+    assert "[1/3]" in output or "1 of" in output
+
+
+def test_unchanged_project_has_nothing_to_do(finished):
+    project, _ = finished
+    plan = dry_run(project)
+    assert plan.returncode == 0, plan.output
+    assert plan.nothing_to_do, plan.output
+
+
+def edited(path, text):
+    """Append text to a file for the duration of a with-block."""
+
+    class Edit:
+        def __enter__(self):
+            self.before = path.read_text()
+            path.write_text(self.before + text)
+
+        def __exit__(self, *exc):
+            path.write_text(self.before)
+
+    return Edit()
+
+
+def test_editing_the_sidecar_reruns_only_sidecar_conditions(finished):
+    project, _ = finished
+    with edited(project / "task-image" / "sidecar" / "sidecar.py", "\n# edited\n"):
+        plan = dry_run(project)
+    assert plan.conditions == {GO_SIDECAR, NEXT_SIDECAR}
+    assert plan.variants == {"go-sidecar", "next-sidecar"}
+    assert plan.jobs["aggregate_runs"] == 1
+
+
+def test_touching_a_file_without_changing_it_reruns_nothing(finished):
+    project, _ = finished
+    sidecar = project / "task-image" / "sidecar" / "sidecar.py"
+    sidecar.write_text(sidecar.read_text())
+    assert dry_run(project).nothing_to_do
+
+
+def test_editing_the_go_app_reruns_only_go_conditions(finished):
+    project, _ = finished
+    with edited(project / "task-image" / "app-go" / "main.go", "\n// edited\n"):
+        plan = dry_run(project)
+    assert plan.conditions == {GO_ALONE, GO_SIDECAR}
+    assert plan.variants == {"go", "go-sidecar"}
+
+
+def test_changing_the_duration_reruns_every_condition(finished):
+    project, _ = finished
+    write_config(project, **e2e_config(duration_s=3))
+    try:
+        plan = dry_run(project)
+    finally:
+        write_config(project, **e2e_config())
+    assert plan.conditions == ALL
+    assert plan.jobs["build_image"] == 0
+    assert "Params have changed" in plan.output
+
+
+def test_adding_a_condition_runs_only_that_one(finished):
+    project, _ = finished
+    config = e2e_config()
+    config["sets"]["e2e_go"]["sidecar_load_pct"] = [10, 20]
+    write_config(project, **config)
+    try:
+        plan = dry_run(project)
+    finally:
+        write_config(project, **e2e_config())
+    assert plan.conditions == {"go_cpu0.5_mem512_sc1_load20"}
+    assert plan.jobs["build_image"] == 0
+
+
+def test_removing_a_condition_reruns_only_the_aggregates(finished):
+    project, _ = finished
+    config = e2e_config()
+    config["presets"]["e2e"]["sets"] = ["e2e_go"]
+    write_config(project, **config)
+    try:
+        plan = dry_run(project)
+    finally:
+        write_config(project, **e2e_config())
+    assert plan.jobs["run_condition"] == 0
+    assert plan.jobs["aggregate_runs"] == 1

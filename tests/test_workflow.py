@@ -1,0 +1,76 @@
+"""The real Snakefile, planned with `snakemake --dry-run` in a copy of the project."""
+
+import subprocess
+
+import docker
+import pytest
+
+from workflow_helpers import ROOT, SNAKEMAKE, copy_project, dry_run, snakemake, write_config
+
+
+@pytest.fixture()
+def project(tmp_path):
+    return copy_project(tmp_path / "project")
+
+
+def test_article_matrix_plans_one_job_per_condition(project):
+    plan = dry_run(project)
+    assert plan.returncode == 0, plan.output
+    assert plan.jobs["run_condition"] == 187
+    assert plan.jobs["build_image"] == 5  # go, go-sidecar, next, next-sidecar, loadgen
+    assert plan.variants == {"go", "go-sidecar", "next", "next-sidecar", "loadgen"}
+    for rule in ("aggregate_runs", "make_tables", "plot_charts", "all"):
+        assert plan.jobs[rule] == 1, rule
+    assert "go_cpu0.25_mem2048_sc3_load05" in plan.conditions
+    assert "next_cpu1_mem4096_sc3_load15" in plan.conditions
+
+
+def test_quick_preset_is_selected_from_the_command_line(project):
+    plan = dry_run(project, "--config", "preset=quick")
+    assert plan.returncode == 0, plan.output
+    assert plan.conditions == {
+        "go_cpu0.25_mem2048_sc0_load00",
+        "go_cpu0.25_mem2048_sc3_load05",
+        "next_cpu0.25_mem2048_sc0_load00",
+        "next_cpu0.25_mem2048_sc3_load05",
+    }
+    assert "results/quick/summary.parquet" in plan.output
+
+
+def test_dry_run_says_why_each_job_runs(project):
+    plan = dry_run(project, "--config", "preset=quick")
+    assert "Missing output files" in plan.output
+
+
+def test_bad_config_fails_before_any_container_starts(project):
+    config = write_config(project)
+    config["sets"]["quick"]["vcpu"] = [0]
+    import yaml
+
+    (project / "config.yaml").write_text(yaml.safe_dump(config))
+    client = docker.from_env()
+    before = {c.id for c in client.containers.list(all=True)}
+    done = snakemake(project, "--config", "preset=quick")
+    assert done.returncode != 0
+    output = done.stdout + done.stderr
+    assert "config.yaml: sets.quick.vcpu[0]: 0 is less than or equal to the minimum of 0" in output
+    assert {c.id for c in client.containers.list(all=True)} == before
+    assert not (project / "results").exists()
+
+
+def test_unknown_preset_names_the_value(project):
+    done = snakemake(project, "--dry-run", "--config", "preset=huge")
+    assert done.returncode != 0
+    assert "preset: 'huge' is not one of the presets (article, quick)" in done.stdout + done.stderr
+
+
+def test_cluster_profile_plans_the_same_jobs(project):
+    plan = dry_run(project, "--workflow-profile", str(project / "workflow" / "profiles" / "cluster"), "--config", "preset=quick")
+    assert plan.returncode == 0, plan.output
+    assert plan.jobs["run_condition"] == 4
+
+
+def test_snakemake_lint_is_clean():
+    done = subprocess.run([SNAKEMAKE, "--lint", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(ROOT)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Lints for" not in done.stdout, done.stdout

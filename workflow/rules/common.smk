@@ -1,0 +1,71 @@
+# Config validation, the condition matrix, and the small helpers rules use.
+import json
+import re
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
+
+from sidecar_bench.conditions import ConfigError
+from sidecar_bench.experiment import load_experiment
+from sidecar_bench.image import inputs_digest
+from snakemake.utils import validate
+
+try:
+    EXPERIMENT = load_experiment(config)
+except ConfigError as err:
+    # Stop before any job (and any container) starts, naming the key and value.
+    raise WorkflowError(str(err)) from None
+validate(config, schema="../schemas/config.schema.yaml")
+
+PRESET = EXPERIMENT.preset
+CONDITIONS = {condition.id: condition for condition in EXPERIMENT.conditions}
+HOSTS = [host.as_dict() for host in EXPERIMENT.hosts]
+RUNS_DIR = f"results/{PRESET}/runs"
+
+# Lets each run print how far the matrix has come and how long is left.
+os.environ["SIDECAR_BENCH_PROGRESS"] = json.dumps(
+    {
+        "runs_dir": RUNS_DIR,
+        "ids": sorted(CONDITIONS),
+        "duration_s": EXPERIMENT.load.duration_s + EXPERIMENT.load.warmup_s,
+    }
+)
+
+
+wildcard_constraints:
+    preset=re.escape(PRESET),
+    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+",
+    variant="go|go-sidecar|next|next-sidecar|loadgen",
+
+
+def get_condition(wildcards):
+    if wildcards.condition not in CONDITIONS:
+        raise WorkflowError(
+            f"condition {wildcards.condition!r} is not in preset {PRESET!r}; "
+            f"`snakemake -n` lists the matrix"
+        )
+    return CONDITIONS[wildcards.condition].as_dict()
+
+
+def get_task_image_ref(wildcards):
+    condition = CONDITIONS[wildcards.condition]
+    return f"results/images/{condition.variant}.json"
+
+
+def get_image_digest(wildcards):
+    """Content digest of exactly what the variant's image holds: its only rerun trigger."""
+    return inputs_digest(wildcards.variant, EXPERIMENT.image["base"])
+
+
+def get_run_files(wildcards):
+    return [f"results/{wildcards.preset}/runs/{cid}.parquet" for cid in sorted(CONDITIONS)]
+
+
+def get_final_outputs():
+    return [
+        f"results/{PRESET}/summary.parquet",
+        f"results/{PRESET}/tables",
+        f"results/{PRESET}/charts",
+    ]

@@ -1,0 +1,16 @@
+# The task image variants and the load generator, built on every configured host.
+# A variant's only rerun trigger is the digest of what it holds (params), not
+# file times: touching or checking out an unchanged file rebuilds nothing.
+
+
+rule build_image:
+    output:
+        ref="results/images/{variant}.json",
+    params:
+        digest=get_image_digest,
+        image=EXPERIMENT.image,
+        hosts=HOSTS,
+    log:
+        "results/logs/build_image/{variant}.log",
+    script:
+        "../../scripts/build_image.py"
