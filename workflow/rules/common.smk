@@ -21,16 +21,18 @@ validate(config, schema="../schemas/config.schema.yaml")
 
 PRESET = EXPERIMENT.preset
 CONDITIONS = {condition.id: condition for condition in EXPERIMENT.conditions}
-HOSTS = [host.as_dict() for host in EXPERIMENT.hosts]
 RUNS_DIR = f"results/{PRESET}/runs"
 
-# Lets each run print how far the matrix has come and how long is left.
-os.environ["SIDECAR_BENCH_PROGRESS"] = json.dumps(
-    {
-        "runs_dir": RUNS_DIR,
-        "ids": sorted(CONDITIONS),
-        "duration_s": EXPERIMENT.load.duration_s + EXPERIMENT.load.warmup_s,
-    }
+# Lets each run print how far the matrix has come and the time left. An
+# environment variable, not a param: params are rerun triggers, and adding a
+# condition must not rerun the others.
+os.environ.update(
+    SIDECAR_BENCH_PROGRESS=json.dumps(
+        {
+            "total": len(CONDITIONS),
+            "run_files": [f"{RUNS_DIR}/{cid}.parquet" for cid in sorted(CONDITIONS)],
+        }
+    )
 )
 
 

@@ -8,8 +8,8 @@ rule build_image:
         ref="results/images/{variant}.json",
     params:
         digest=get_image_digest,
-        image=EXPERIMENT.image,
-        hosts=HOSTS,
+        base_image=EXPERIMENT.image["base"],
+        base_fallback=EXPERIMENT.image["base_fallback"],
     log:
         "results/logs/build_image/{variant}.log",
     script:

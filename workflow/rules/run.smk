@@ -12,7 +12,6 @@ rule run_condition:
     params:
         condition=get_condition,
         load=EXPERIMENT.load.as_dict(),
-        hosts=HOSTS,
     log:
         "results/{preset}/logs/run_condition/{condition}.log",
     script:
