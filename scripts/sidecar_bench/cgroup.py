@@ -1,0 +1,303 @@
+"""The task cgroup's CPU accounting and its processes' CPU time, as the container sees them.
+
+A snapshot is the output of SNAPSHOT_SCRIPT run by `docker exec` inside the task:
+the cgroup files of whichever hierarchy the engine uses (v1 or v2), the roles
+file the entrypoint writes, and /proc/PID/stat of every process. Reading them
+through exec works on remote engines too. Parsing here is pure (text ->
+dataclass); the runner takes one snapshot right before hey and one right after,
+and stores the deltas.
+
+Units: cgroup v1 counts throttled_time and cpuacct.usage in ns, v2 counts
+throttled_usec and usage_usec in µs; both are held here in ns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+V1_FILES = (
+    "/sys/fs/cgroup/cpu/cpu.stat",
+    "/sys/fs/cgroup/cpuacct/cpuacct.usage",
+    "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+    "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
+    "/sys/fs/cgroup/memory/memory.max_usage_in_bytes",
+)
+V2_FILES = (
+    "/sys/fs/cgroup/cpu.stat",
+    "/sys/fs/cgroup/cpu.max",
+    "/sys/fs/cgroup/memory.peak",
+)
+ROLES_FILE = "/run/sidecar-bench/roles"
+
+# POSIX sh with builtins only: every fork would run in the task's cgroup and be
+# charged to the measured window. `read` drops a file's last line if it lacks a
+# newline, hence `|| [ -n "$l" ]`.
+SNAPSHOT_SCRIPT = r"""
+for f in {files}; do
+  [ -r "$f" ] || continue
+  echo "@@file $f"
+  while IFS= read -r l || [ -n "$l" ]; do echo "$l"; done < "$f"
+done
+echo "@@clk_tck $(getconf CLK_TCK 2>/dev/null || echo 100)"
+for d in /proc/[0-9]*; do
+  IFS= read -r s 2>/dev/null < "$d/stat" && echo "@@stat $s"
+done
+echo "@@end"
+""".format(files=" ".join(V1_FILES + V2_FILES + (ROLES_FILE, "/proc/uptime")))
+
+
+class SnapshotError(ValueError):
+    """A snapshot lacks what the measurement needs."""
+
+
+@dataclass(frozen=True)
+class CgroupCounters:
+    """Cumulative CPU counters of one cgroup at one instant."""
+
+    source: str  # "cgroup-v1" | "cgroup-v2" | "docker-api"
+    nr_periods: int
+    nr_throttled: int
+    throttled_ns: int
+    usage_ns: int
+    period_us: int | None = None
+    quota_us: int | None = None  # -1 = no limit
+    peak_memory_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in ("cgroup-v1", "cgroup-v2", "docker-api"):
+            raise SnapshotError(f"unknown counter source {self.source!r}")
+        for name in ("nr_periods", "nr_throttled", "throttled_ns", "usage_ns"):
+            if getattr(self, name) < 0:
+                raise SnapshotError(f"{name} is negative: {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of /proc/PID/stat the runner uses."""
+
+    pid: int
+    comm: str
+    ppid: int
+    utime: int  # clock ticks
+    stime: int
+    cutime: int  # of waited-for children
+    cstime: int
+    starttime: int  # clock ticks after boot: (pid, starttime) names one process
+
+    @property
+    def ticks(self) -> int:
+        return self.utime + self.stime + self.cutime + self.cstime
+
+
+@dataclass(frozen=True)
+class TaskSnapshot:
+    counters: CgroupCounters | None
+    roles: Mapping[str, int]
+    processes: tuple[ProcStat, ...]
+    clk_tck: int
+    uptime_s: float | None = None
+    files: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+def parse_key_values(text: str) -> dict[str, int]:
+    """'nr_periods 12\\nnr_throttled 3' -> {'nr_periods': 12, 'nr_throttled': 3}."""
+    values = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            values[parts[0]] = int(parts[1])
+    return values
+
+
+def parse_v1(files: Mapping[str, str]) -> CgroupCounters:
+    """cgroup v1 files (path -> text) -> counters."""
+    stat = parse_key_values(_need(files, V1_FILES[0]))
+    peak = files.get(V1_FILES[4])
+    return CgroupCounters(
+        source="cgroup-v1",
+        nr_periods=stat["nr_periods"],
+        nr_throttled=stat["nr_throttled"],
+        throttled_ns=stat["throttled_time"],
+        usage_ns=int(_need(files, V1_FILES[1]).strip()),
+        quota_us=_int_or_none(files.get(V1_FILES[2])),
+        period_us=_int_or_none(files.get(V1_FILES[3])),
+        peak_memory_bytes=_int_or_none(peak),
+    )
+
+
+def parse_cpu_max(text: str) -> tuple[int, int]:
+    """cgroup v2 cpu.max '25000 100000' or 'max 100000' -> (quota_us, period_us); no limit = -1."""
+    quota, period = text.split()
+    return (-1 if quota == "max" else int(quota)), int(period)
+
+
+def parse_v2(files: Mapping[str, str]) -> CgroupCounters:
+    """cgroup v2 files (path -> text) -> counters."""
+    stat = parse_key_values(_need(files, V2_FILES[0]))
+    quota = period = None
+    if V2_FILES[1] in files:
+        quota, period = parse_cpu_max(files[V2_FILES[1]])
+    return CgroupCounters(
+        source="cgroup-v2",
+        # nr_periods etc. are missing from v2 cpu.stat when the cpu controller
+        # is not enabled for the cgroup; then there is no quota either.
+        nr_periods=stat.get("nr_periods", 0),
+        nr_throttled=stat.get("nr_throttled", 0),
+        throttled_ns=stat.get("throttled_usec", 0) * 1000,
+        usage_ns=stat["usage_usec"] * 1000,
+        quota_us=quota,
+        period_us=period,
+        peak_memory_bytes=_int_or_none(files.get(V2_FILES[2])),
+    )
+
+
+def parse_docker_stats(stats: Mapping[str, Any]) -> CgroupCounters:
+    """One Docker stats API sample (`container.stats(stream=False)`) -> counters (no quota, no peak)."""
+    cpu = stats["cpu_stats"]
+    throttling = cpu.get("throttling_data") or {}
+    return CgroupCounters(
+        source="docker-api",
+        nr_periods=int(throttling.get("periods", 0)),
+        nr_throttled=int(throttling.get("throttled_periods", 0)),
+        throttled_ns=int(throttling.get("throttled_time", 0)),
+        usage_ns=int(cpu["cpu_usage"]["total_usage"]),
+        peak_memory_bytes=_int_or_none(str((stats.get("memory_stats") or {}).get("max_usage", "")) or None),
+    )
+
+
+def parse_proc_stat(line: str) -> ProcStat:
+    """One /proc/PID/stat line -> ProcStat. comm may hold spaces and parentheses: split at the last ')'."""
+    head, _, tail = line.rpartition(")")
+    pid_text, _, comm = head.partition(" (")
+    rest = tail.split()
+    # rest[0] is field 3 (state); field n is rest[n - 3].
+    return ProcStat(
+        pid=int(pid_text),
+        comm=comm,
+        ppid=int(rest[1]),
+        utime=int(rest[11]),
+        stime=int(rest[12]),
+        cutime=int(rest[13]),
+        cstime=int(rest[14]),
+        starttime=int(rest[19]),
+    )
+
+
+def parse_roles(text: str) -> dict[str, int]:
+    """The entrypoint's roles file ('ROLE PID' per line) -> {role: pid}."""
+    roles = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            raise SnapshotError(f"{ROLES_FILE} line {number}: {line!r} is not 'ROLE PID'")
+        roles[parts[0]] = int(parts[1])
+    return roles
+
+
+def parse_snapshot(text: str) -> TaskSnapshot:
+    """SNAPSHOT_SCRIPT's output -> TaskSnapshot. Counters are None if no cgroup file was readable."""
+    files: dict[str, list[str]] = {}
+    processes = []
+    clk_tck = 100
+    current: list[str] | None = None
+    ended = False
+    for line in text.splitlines():
+        if line.startswith("@@file "):
+            current = files.setdefault(line[len("@@file "):], [])
+        elif line.startswith("@@stat "):
+            current = None
+            processes.append(parse_proc_stat(line[len("@@stat "):]))
+        elif line.startswith("@@clk_tck "):
+            current = None
+            clk_tck = int(line.split()[1])
+        elif line == "@@end":
+            ended = True
+            current = None
+        elif current is not None:
+            current.append(line)
+    if not ended:
+        raise SnapshotError(f"snapshot output is cut short (no @@end): {text[-300:]!r}")
+    texts = {path: "\n".join(lines) + "\n" for path, lines in files.items()}
+    if V1_FILES[0] in texts and V1_FILES[1] in texts:
+        counters: CgroupCounters | None = parse_v1(texts)
+    elif V2_FILES[0] in texts:
+        counters = parse_v2(texts)
+    else:
+        counters = None
+    uptime = float(texts["/proc/uptime"].split()[0]) if "/proc/uptime" in texts else None
+    roles = parse_roles(texts.get(ROLES_FILE, ""))
+    return TaskSnapshot(counters=counters, roles=roles, processes=tuple(processes), clk_tck=clk_tck,
+                        uptime_s=uptime, files=texts)
+
+
+def counters_delta(before: CgroupCounters, after: CgroupCounters) -> dict[str, Any]:
+    """The run file's "cgroup" object: counter deltas over the window, limits as set."""
+    if before.source != after.source:
+        raise SnapshotError(f"counter sources differ: {before.source} then {after.source}")
+    delta = {
+        "source": after.source,
+        "nr_periods": after.nr_periods - before.nr_periods,
+        "nr_throttled": after.nr_throttled - before.nr_throttled,
+        "throttled_s": (after.throttled_ns - before.throttled_ns) / 1e9,
+        "usage_s": (after.usage_ns - before.usage_ns) / 1e9,
+        "period_us": after.period_us,
+        "quota_us": after.quota_us,
+    }
+    negative = [key for key in ("nr_periods", "nr_throttled", "throttled_s", "usage_s") if delta[key] < 0]
+    if negative:
+        raise SnapshotError(f"cgroup counters went backwards ({', '.join(negative)}): was the container restarted?")
+    return delta
+
+
+def _tree_ticks(processes: tuple[ProcStat, ...], root: int) -> int:
+    """CPU ticks of root and all its descendants (reaped children are in their parent's cutime/cstime)."""
+    children: dict[int, list[ProcStat]] = {}
+    by_pid = {}
+    for proc in processes:
+        children.setdefault(proc.ppid, []).append(proc)
+        by_pid[proc.pid] = proc
+    if root not in by_pid:
+        return 0
+    total, stack = 0, [by_pid[root]]
+    while stack:
+        proc = stack.pop()
+        total += proc.ticks
+        stack.extend(children.get(proc.pid, ()))
+    return total
+
+
+def role_cpu_seconds(before: TaskSnapshot, after: TaskSnapshot) -> dict[str, float]:
+    """CPU seconds each role's process tree used between two snapshots.
+
+    Raises SnapshotError if a role's process is gone or was replaced (restart):
+    its CPU time would be wrong, and so would the run.
+    """
+    if not before.roles:
+        raise SnapshotError(f"{ROLES_FILE} is missing or empty: cannot tell the app from the sidecars")
+    starts_before = {p.pid: p.starttime for p in before.processes}
+    starts_after = {p.pid: p.starttime for p in after.processes}
+    seconds = {}
+    for role, pid in before.roles.items():
+        if pid not in starts_before:
+            raise SnapshotError(f"role {role}: process {pid} from {ROLES_FILE} is not running")
+        if starts_after.get(pid) != starts_before[pid]:
+            raise SnapshotError(f"role {role}: process {pid} exited during the measured window")
+        ticks = _tree_ticks(after.processes, pid) - _tree_ticks(before.processes, pid)
+        seconds[role] = ticks / after.clk_tck
+    return seconds
+
+
+def _need(files: Mapping[str, str], path: str) -> str:
+    if path not in files:
+        raise SnapshotError(f"{path} is missing from the snapshot")
+    return files[path]
+
+
+def _int_or_none(text: str | None) -> int | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return int(text) if text.lstrip("-").isdigit() else None

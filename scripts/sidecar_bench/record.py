@@ -1,0 +1,188 @@
+"""The run file: one Parquet file per condition, raw samples plus run-level metadata.
+
+Format version 1 (CONTRACT-sidecar-bench.md, "Run file contract"): one row per
+request hey recorded, with the condition's parameters repeated on every row so
+that all run files read as one dataset (pandas, pyarrow.dataset, DuckDB);
+run-level values are JSON under the file's key-value metadata key b"sidecar_bench".
+
+A run record is a value: RunRecord validates rows and metadata on creation, and
+write_run() replaces the file atomically, so a reader never sees half a run
+and an interrupted job leaves no file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FORMAT_VERSION = 1
+METADATA_KEY = b"sidecar_bench"
+
+SCHEMA = pa.schema(
+    [
+        ("condition_id", pa.string()),
+        ("app", pa.string()),
+        ("vcpu", pa.float64()),
+        ("memory_mb", pa.int64()),
+        ("sidecar_count", pa.int64()),
+        ("sidecar_load_pct", pa.float64()),
+        ("total_sidecar_load_pct", pa.float64()),
+        ("response_time_s", pa.float64()),
+        ("dns_dialup_s", pa.float64()),
+        ("dns_s", pa.float64()),
+        ("request_write_s", pa.float64()),
+        ("response_delay_s", pa.float64()),
+        ("response_read_s", pa.float64()),
+        ("status_code", pa.int64()),
+        ("offset_s", pa.float64()),
+    ]
+)
+CONDITION_COLUMNS = ("condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct",
+                     "total_sidecar_load_pct")
+META_SECTIONS = ("format_version", "condition", "load", "window", "requests", "cgroup", "processes", "container",
+                 "environment")
+CONDITION_KEYS = ("id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct", "total_sidecar_load_pct")
+REQUEST_KEYS = ("rows", "non_2xx", "failed", "failed_source", "error_distribution")
+CGROUP_KEYS = ("source", "nr_periods", "nr_throttled", "throttled_s", "usage_s", "period_us", "quota_us")
+CONTAINER_KEYS = ("exit_code", "oom_killed", "restart_count", "peak_memory_bytes")
+ENVIRONMENT_KEYS = ("hostname", "cpu_model", "cpu_count", "kernel", "cgroup_version", "docker_version",
+                    "docker_host", "engine_id", "image_id", "image_variant", "loadgen_image_id", "hey_version")
+
+
+class RunFileError(ValueError):
+    """A run record or run file that does not follow format version 1."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One condition's run: its request rows (SCHEMA) and its metadata (JSON-able dict)."""
+
+    rows: pa.Table
+    meta: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not self.rows.schema.equals(SCHEMA):
+            raise RunFileError(f"rows do not have the run file schema:\n{self.rows.schema}\nexpected:\n{SCHEMA}")
+        validate_meta(self.meta)
+        if self.meta["requests"]["rows"] != self.rows.num_rows:
+            raise RunFileError(
+                f"meta requests.rows is {self.meta['requests']['rows']}, the table has {self.rows.num_rows} rows"
+            )
+        condition_id = self.meta["condition"]["id"]
+        ids = set(self.rows.column("condition_id").unique().to_pylist())
+        if ids - {condition_id}:
+            raise RunFileError(f"rows carry condition ids {sorted(ids)}, meta says {condition_id!r}")
+
+    @classmethod
+    def from_samples(cls, samples: pd.DataFrame, meta: Mapping[str, Any]) -> "RunRecord":
+        """hey samples (hey.SAMPLE_COLUMNS) + meta -> record, with the condition columns added from meta."""
+        condition = meta["condition"]
+        frame = samples.copy()
+        frame.insert(0, "condition_id", condition["id"])
+        for column in CONDITION_COLUMNS[1:]:
+            frame.insert(CONDITION_COLUMNS.index(column), column, condition[column])
+        return cls(to_table(frame), meta)
+
+
+def to_table(frame: pd.DataFrame) -> pa.Table:
+    """A data frame with exactly the run file's columns -> Arrow table with the exact schema."""
+    missing = [name for name in SCHEMA.names if name not in frame.columns]
+    extra = [name for name in frame.columns if name not in SCHEMA.names]
+    if missing or extra:
+        raise RunFileError(f"run rows: missing columns {missing}, unexpected columns {extra}")
+    try:
+        return pa.Table.from_pandas(frame[SCHEMA.names], schema=SCHEMA, preserve_index=False).replace_schema_metadata(
+            None
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise RunFileError(f"run rows do not convert to the run file schema: {err}") from err
+
+
+def validate_meta(meta: Mapping[str, Any]) -> None:
+    """Raise RunFileError naming the first thing that is not format version 1."""
+    missing = [key for key in META_SECTIONS if key not in meta]
+    if missing:
+        raise RunFileError(f"run metadata lacks {', '.join(missing)}")
+    if meta["format_version"] != FORMAT_VERSION:
+        raise RunFileError(f"run metadata format_version is {meta['format_version']!r}, this code reads {FORMAT_VERSION}")
+    for section, keys in (("condition", CONDITION_KEYS), ("requests", REQUEST_KEYS), ("cgroup", CGROUP_KEYS),
+                          ("container", CONTAINER_KEYS), ("environment", ENVIRONMENT_KEYS)):
+        lacking = [key for key in keys if key not in meta[section]]
+        if lacking:
+            raise RunFileError(f"run metadata {section} lacks {', '.join(lacking)}")
+    for key in ("start", "end", "wall_s"):
+        if key not in meta["window"]:
+            raise RunFileError(f"run metadata window lacks {key}")
+    if not isinstance(meta["processes"], list) or not all(
+        {"role", "target_pct", "cpu_s"} <= set(proc) for proc in meta["processes"]
+    ):
+        raise RunFileError("run metadata processes must be a list of {role, target_pct, cpu_s}")
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise RunFileError(f"run metadata is not plain JSON: {err}") from err
+
+
+def write_run(path: str | os.PathLike, rows_df: pd.DataFrame, meta: Mapping[str, Any]) -> Path:
+    """Write one run file atomically: temp file in the same directory, fsync, os.replace.
+
+    rows_df: either hey samples (hey.SAMPLE_COLUMNS; condition columns are added
+    from meta) or complete rows with all SCHEMA columns.
+    """
+    if set(CONDITION_COLUMNS) <= set(rows_df.columns):
+        record = RunRecord(to_table(rows_df), meta)
+    else:
+        record = RunRecord.from_samples(rows_df, meta)
+    return write_record(path, record)
+
+
+def write_record(path: str | os.PathLike, record: RunRecord) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = record.rows.replace_schema_metadata({METADATA_KEY: json.dumps(record.meta, sort_keys=True).encode()})
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            pq.write_table(table, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def read_run_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """A run file's metadata (the b"sidecar_bench" JSON), without reading the rows."""
+    metadata = pq.read_schema(path).metadata or {}
+    if METADATA_KEY not in metadata:
+        raise RunFileError(f"{path}: no {METADATA_KEY.decode()} metadata: not a sidecar-bench run file")
+    meta = json.loads(metadata[METADATA_KEY])
+    validate_meta(meta)
+    return meta
+
+
+def read_run(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A run file -> (rows as a data frame, metadata)."""
+    meta = read_run_meta(path)
+    table = pq.read_table(path)
+    return table.replace_schema_metadata(None).to_pandas(), meta
+
+
+def _fsync_dir(directory: Path) -> None:
+    # The rename itself is durable only once the directory entry is on disk.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,490 @@
+"""Measure one condition on one Docker engine and write its run file.
+
+Sequence (every step through the Docker SDK, so a remote engine works the same):
+
+1. Start the task container (app + sidecars in one cgroup): nano_cpus, memory
+   without swap, the entrypoint's environment, project/condition/run labels.
+   Its network is "none": a network namespace with loopback only, so load
+   cannot leave loopback even by mistake, and no port is published.
+2. Start the load generator (`sleep infinity`) in the task's network namespace
+   (network_mode="container:<task>"). Readiness checks, /stats reads and hey
+   are execs in it: they run in the load generator's cgroup, not the task's.
+3. Wait until GET /work answers 200 and the entrypoint has written its roles
+   file; fail with the container's last log lines if it exits or times out.
+4. Optional warm-up (warmup_s, default 0 like the article: the article's hey
+   run starts on a freshly started app).
+5. The measured window, innermost last:
+     /stats served + /proc/net/snmp (load generator)
+       cgroup files + every /proc/PID/stat (task)
+         hey -z D -c C -o csv
+       cgroup files + every /proc/PID/stat (task)
+     /stats served + /proc/net/snmp (load generator)
+6. Check the samples, count failures, write the run file atomically.
+Every container started is removed in `finally`, also on SIGINT/SIGTERM.
+
+Failed requests: hey's CSV holds only requests that got a response, so the
+runner counts failures from outside (count_failed): the app's own count of
+/work responses over the window minus hey's rows (requests the app answered
+but hey did not record: client timeouts, cut connections), and the TCP
+counters of the shared network namespace (AttemptFails: connection refused,
+EstabResets: connections reset), which catch requests the app never saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import docker
+import docker.errors
+
+from . import cgroup, environment, hey, record
+from .conditions import Condition, LoadSettings
+
+log = logging.getLogger("sidecar_bench.runner")
+
+PROJECT_LABEL = "org.sidecar-bench.project"
+PROJECT = "sidecar-bench"
+CONDITION_LABEL = "org.sidecar-bench.condition"
+RUN_LABEL = "org.sidecar-bench.run"
+PART_LABEL = "org.sidecar-bench.part"
+APP_URL = "http://127.0.0.1:8080"
+WORK_URL = f"{APP_URL}/work"
+STATS_URL = f"{APP_URL}/stats"
+READY_POLL_S = 0.2
+LOG_TAIL_LINES = 30
+# hey is killed if it runs this much longer than asked; it never should.
+HEY_GRACE_S = 60
+FAILED_SOURCE = (
+    "max(app /stats served delta - hey rows, Tcp AttemptFails + EstabResets delta from /proc/net/snmp "
+    "of the task's network namespace), both over the hey window"
+)
+NETNS_PROBE = "cat /proc/net/snmp; echo @@stats; curl -sS --max-time 10 " + STATS_URL
+
+
+class RunError(RuntimeError):
+    """The condition could not be measured; the message says why and names the condition."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived; raised from the signal handler so that `finally` cleans up."""
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into Interrupted for the duration (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[list[int]]:
+    """Hold SIGINT/SIGTERM while cleaning up, so a second Ctrl-C cannot leave containers behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    received: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def exec_in(client: docker.DockerClient, container_id: str, cmd: list[str]) -> ExecResult:
+    """Run cmd in a running container, wait, and return its exit code and output."""
+    created = client.api.exec_create(container_id, cmd, stdout=True, stderr=True)
+    stdout, stderr = client.api.exec_start(created["Id"], demux=True)
+    code = client.api.exec_inspect(created["Id"])["ExitCode"]
+    return ExecResult(code if code is not None else -1, (stdout or b"").decode(errors="replace"),
+                      (stderr or b"").decode(errors="replace"))
+
+
+def container_name(condition: Condition, run_id: str, part: str) -> str:
+    return f"sidecar-bench-{condition.id}-{run_id[:12]}-{part}"
+
+
+def task_environment(condition: Condition) -> dict[str, str]:
+    return {
+        "APP_TYPE": condition.app,
+        "SIDECAR_COUNT": str(condition.sidecar_count),
+        "SIDECAR_LOAD": f"{condition.sidecar_load_pct:g}",
+    }
+
+
+def labels(condition: Condition, run_id: str, part: str) -> dict[str, str]:
+    return {PROJECT_LABEL: PROJECT, CONDITION_LABEL: condition.id, RUN_LABEL: run_id, PART_LABEL: part}
+
+
+def parse_tcp_counters(snmp: str) -> dict[str, int]:
+    """/proc/net/snmp -> the Tcp: counters by name (header line, then values line)."""
+    tcp = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Tcp:")]
+    if len(tcp) < 2:
+        raise RunError(f"/proc/net/snmp has no Tcp: lines: {snmp[:200]!r}")
+    return {name: int(value) for name, value in zip(tcp[0], tcp[1])}
+
+
+def parse_netns_probe(text: str) -> tuple[dict[str, int], int]:
+    """NETNS_PROBE output -> (Tcp counters, the app's served count)."""
+    snmp, _, stats = text.partition("@@stats")
+    try:
+        served = int(json.loads(stats)["served"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise RunError(f"the app's /stats did not answer {{\"served\": N}}: {stats.strip()[:200]!r}") from err
+    return parse_tcp_counters(snmp), served
+
+
+def count_failed(rows: int, served_before: int, served_after: int, tcp_before: Mapping[str, int],
+                 tcp_after: Mapping[str, int]) -> tuple[int, dict[str, int]]:
+    """Failed requests over the window, and the evidence by kind (the run file's error_distribution).
+
+    - served delta - rows: requests the app completed that hey has no row for
+      (hey's client timeout, connection cut after the app answered).
+    - AttemptFails (connection refused) + EstabResets (connection reset):
+      requests that never got an answer, including those the app never saw.
+    A timed-out request can show up in both (the app later writes to a closed
+    socket and is reset), so the two are combined with max, not summed: the
+    count is a lower bound that is zero only if neither source saw a failure.
+    """
+    served = served_after - served_before
+    if served < rows:
+        raise RunError(
+            f"the app's /stats served count rose by {served} but hey recorded {rows} responses: "
+            "the app restarted or /stats does not count /work responses"
+        )
+    unrecorded = served - rows
+    refused = tcp_after["AttemptFails"] - tcp_before["AttemptFails"]
+    reset = tcp_after["EstabResets"] - tcp_before["EstabResets"]
+    evidence = {"served_not_recorded": unrecorded, "tcp_attempt_fails": refused, "tcp_estab_resets": reset,
+                "tcp_active_opens": tcp_after["ActiveOpens"] - tcp_before["ActiveOpens"]}
+    return max(unrecorded, refused + reset), evidence
+
+
+class Measurement:
+    """The containers of one run and the steps on them; remove() undoes everything start() did."""
+
+    def __init__(self, client: docker.DockerClient, condition: Condition, load: LoadSettings,
+                 task_image: Any, loadgen_image: Any, run_id: str) -> None:
+        self.client = client
+        self.condition = condition
+        self.load = load
+        self.task_image = task_image
+        self.loadgen_image = loadgen_image
+        self.run_id = run_id
+        self.task: Any = None
+        self.loadgen: Any = None
+
+    def start(self) -> None:
+        condition = self.condition
+        memory = f"{condition.memory_mb}m"
+        self.task = self.client.containers.run(
+            self.task_image.id,
+            detach=True,
+            name=container_name(condition, self.run_id, "task"),
+            environment=task_environment(condition),
+            labels=labels(condition, self.run_id, "task"),
+            nano_cpus=round(condition.vcpu * 1e9),
+            mem_limit=memory,
+            memswap_limit=memory,  # equal to the memory limit: no swap
+            network_mode="none",
+            privileged=False,
+        )
+        log.info("started task container %s (%s)", self.task.name, self.task.short_id)
+        try:
+            self.loadgen = self.client.containers.run(
+                self.loadgen_image.id,
+                entrypoint=["sleep"],
+                command=["infinity"],
+                detach=True,
+                name=container_name(condition, self.run_id, "loadgen"),
+                labels=labels(condition, self.run_id, "loadgen"),
+                network_mode=f"container:{self.task.id}",
+                privileged=False,
+            )
+        except docker.errors.APIError as err:
+            self.task.reload()
+            if self.task.status != "running":
+                raise self.start_error("exited before the load generator could join it") from err
+            raise
+        log.info("started load generator %s in the task's network namespace", self.loadgen.name)
+
+    def start_error(self, what: str) -> RunError:
+        state = self.task.attrs.get("State", {})
+        try:
+            tail = self.task.logs(tail=LOG_TAIL_LINES).decode(errors="replace").rstrip()
+        except docker.errors.APIError:
+            tail = "(logs unavailable)"
+        oom = " It was OOM-killed: raise memory_mb." if state.get("OOMKilled") else ""
+        return RunError(
+            f"{self.condition.id}: the app {what} (container status {state.get('Status')}, "
+            f"exit code {state.get('ExitCode')}, OOM-killed {state.get('OOMKilled')}).{oom}\n"
+            f"Last {LOG_TAIL_LINES} log lines of {self.task.name}:\n{tail or '(empty)'}"
+        )
+
+    def task_exec(self, script: str) -> ExecResult:
+        return exec_in(self.client, self.task.id, ["sh", "-c", script])
+
+    def loadgen_exec(self, cmd: list[str]) -> ExecResult:
+        return exec_in(self.client, self.loadgen.id, cmd)
+
+    def wait_ready(self) -> float:
+        """Block until /work answers 200 and the roles file exists; return the seconds it took."""
+        started = time.monotonic()
+        deadline = started + self.load.ready_timeout_s
+        last = ""
+        while True:
+            self.task.reload()
+            if self.task.status != "running":
+                raise self.start_error("exited before it answered /work")
+            probe = self.loadgen_exec(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2",
+                                       WORK_URL])
+            last = probe.stdout.strip() or probe.stderr.strip()
+            if probe.stdout.strip() == "200" and self.task_exec(f"test -s {cgroup.ROLES_FILE}").exit_code == 0:
+                return time.monotonic() - started
+            if time.monotonic() > deadline:
+                raise self.start_error(
+                    f"did not answer GET /work with 200 and write {cgroup.ROLES_FILE} within "
+                    f"ready_timeout_s={self.load.ready_timeout_s:g} (last answer: {last!r})"
+                )
+            time.sleep(READY_POLL_S)
+
+    def snapshot(self) -> tuple[cgroup.TaskSnapshot, float]:
+        result = self.task_exec(cgroup.SNAPSHOT_SCRIPT)
+        taken = time.monotonic()
+        if result.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading the cgroup inside the task failed: {result.stderr[:300]}")
+        return cgroup.parse_snapshot(result.stdout), taken
+
+    def docker_counters(self) -> cgroup.CgroupCounters:
+        return cgroup.parse_docker_stats(self.task.stats(stream=False, one_shot=True))
+
+    def netns(self) -> tuple[dict[str, int], int]:
+        result = self.loadgen_exec(["sh", "-c", NETNS_PROBE])
+        if result.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading /stats and /proc/net/snmp failed: {result.stderr[:300]}")
+        return parse_netns_probe(result.stdout)
+
+    def hey(self, duration_s: float) -> ExecResult:
+        cmd = hey.command(WORK_URL, duration_s, self.load.concurrency)
+        limit = f"{duration_s + HEY_GRACE_S:g}"
+        return self.loadgen_exec(["timeout", "-s", "KILL", limit, *cmd])
+
+    def remove(self) -> None:
+        """Remove this run's containers, found by their run label too (covers a create that raced a signal)."""
+        found = {c.id: c for c in (self.loadgen, self.task) if c is not None}
+        try:
+            for container in self.client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
+                found.setdefault(container.id, container)
+        except docker.errors.APIError as err:
+            log.warning("listing containers of run %s failed: %s", self.run_id, err)
+        # The load generator first: it holds the task's network namespace.
+        for container in sorted(found.values(), key=lambda c: c.labels.get(PART_LABEL) != "loadgen"):
+            try:
+                container.remove(force=True)
+                log.info("removed container %s", container.name)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as err:
+                log.error("could not remove container %s: %s", container.name, err)
+
+
+def engine_address(client: docker.DockerClient) -> str:
+    """The engine's address as a user would write DOCKER_HOST (the SDK shows a local socket as http+docker://)."""
+    base = client.api.base_url
+    if base.startswith("http+docker://"):
+        return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return base
+
+
+def as_condition(condition: Condition | Mapping[str, Any]) -> Condition:
+    return condition if isinstance(condition, Condition) else Condition.from_dict(condition)
+
+
+def as_load(load: LoadSettings | Mapping[str, Any]) -> LoadSettings:
+    return load if isinstance(load, LoadSettings) else LoadSettings(**load)
+
+
+def _image(client: docker.DockerClient, ref: Any, what: str) -> Any:
+    if not isinstance(ref, str):
+        return ref
+    try:
+        return client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        raise RunError(f"{what} image {ref!r} is not on the Docker engine {client.api.base_url}: build it first "
+                       "(snakemake builds it with rule build_image)") from None
+
+
+def run_condition(
+    client: docker.DockerClient,
+    condition: Condition | Mapping[str, Any],
+    load: LoadSettings | Mapping[str, Any],
+    task_image: Any,
+    loadgen_image: Any,
+    out_path: str | Path,
+    host_name: str = "local",
+    extra_environment: Mapping[str, Any] | None = None,
+) -> Path:
+    """Measure one condition on the engine behind client and write out_path (a run file).
+
+    task_image / loadgen_image: an image id or tag, or a docker Image object.
+    Raises RunError with what went wrong; Interrupted on SIGINT/SIGTERM. No
+    container of this run survives the call, and out_path exists only if the
+    run succeeded.
+    """
+    condition = as_condition(condition)
+    load = as_load(load)
+    task_image = _image(client, task_image, "task")
+    loadgen_image = _image(client, loadgen_image, "load generator")
+    variant = (task_image.labels or {}).get("org.sidecar-bench.variant")
+    if variant is not None and variant != condition.variant:
+        raise RunError(f"{condition.id}: needs the {condition.variant!r} task image, got {variant!r} ({task_image.id})")
+    run_id = uuid.uuid4().hex
+    run_started = utc_now()
+    measurement = Measurement(client, condition, load, task_image, loadgen_image, run_id)
+    saved_timeout = client.api.timeout
+    # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
+    client.api.timeout = max(saved_timeout or 60, load.duration_s + HEY_GRACE_S + 60)
+    try:
+        with signals_raise():
+            try:
+                measurement.start()
+                ready_s = measurement.wait_ready()
+                log.info("%s: app ready after %.1f s", condition.id, ready_s)
+                if load.warmup_s > 0:
+                    log.info("warm-up: %g s of the same load, not recorded", load.warmup_s)
+                    measurement.hey(load.warmup_s)
+                meta_parts = _measure(measurement)
+            finally:
+                with signals_deferred() as received:
+                    measurement.remove()
+                if received:
+                    raise Interrupted(f"interrupted by {signal.Signals(received[0]).name}")
+    finally:
+        client.api.timeout = saved_timeout
+    samples, parts = meta_parts
+    probe = parts.pop("probe")
+    info = client.info()
+    meta = {
+        "format_version": record.FORMAT_VERSION,
+        "condition": condition.as_dict(),
+        "load": {**load.as_dict(), "url": WORK_URL},
+        **parts,
+        "environment": environment.describe(
+            info, engine_address(client), task_image.attrs, loadgen_image.attrs, probe,
+            {"host_name": host_name, "run_id": run_id, "run_start": run_started, "run_end": utc_now(),
+             "ready_s": round(ready_s, 3), "docker_sdk_version": docker.__version__,
+             **(extra_environment or {})},
+        ),
+    }
+    path = record.write_run(out_path, samples, meta)
+    log.info("%s: wrote %s (%d requests)", condition.id, path, len(samples))
+    return path
+
+
+def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
+    """The measured window and the checks on it -> (hey samples, run metadata parts)."""
+    condition, load = m.condition, m.load
+    probe = m.loadgen_exec(["sh", "-c", environment.PROBE_SCRIPT]).stdout
+    tcp_before, served_before = m.netns()
+    snap_before, t_before = m.snapshot()
+    stats_before = None if snap_before.counters else m.docker_counters()
+    start = utc_now()
+    hey_started = time.monotonic()
+    result = m.hey(load.duration_s)
+    hey_wall = time.monotonic() - hey_started
+    end = utc_now()
+    stats_after = None if snap_before.counters else m.docker_counters()
+    snap_after, t_after = m.snapshot()
+    tcp_after, served_after = m.netns()
+    m.task.reload()
+    state = m.task.attrs["State"]
+
+    if result.exit_code != 0:
+        if state.get("Status") != "running":
+            raise m.start_error("stopped during the measured window")
+        raise RunError(f"{condition.id}: hey exited with {result.exit_code}: {result.stderr.strip()[:500]}")
+    if state.get("Status") != "running" or state.get("OOMKilled"):
+        raise m.start_error("stopped during the measured window")
+    try:
+        samples = hey.parse_csv(result.stdout)
+        check = hey.check_samples(samples, load.duration_s, load.concurrency)
+    except ValueError as err:
+        raise RunError(f"{condition.id}: consistency check failed: {err}") from err
+    failed, evidence = count_failed(check.rows, served_before, served_after, tcp_before, tcp_after)
+    if failed:
+        log.warning("%s: %d failed requests (%s)", condition.id, failed, evidence)
+    if check.time_coverage < 0.9:
+        # Workers run back to back, so response times should fill ~99 % of C x window.
+        log.warning("%s: recorded response times cover only %.0f %% of concurrency x window: time went to "
+                    "requests hey did not record, or hey itself was starved of CPU", condition.id,
+                    100 * check.time_coverage)
+
+    if snap_before.counters and snap_after.counters:
+        cpu = cgroup.counters_delta(snap_before.counters, snap_after.counters)
+    else:
+        cpu = cgroup.counters_delta(stats_before, stats_after)
+        cpu.update(period_us=100_000, quota_us=round(condition.vcpu * 100_000))
+    cpu["wall_s"] = round(t_after - t_before, 6)
+
+    expected_roles = {"app", *condition.roles}
+    if set(snap_before.roles) != expected_roles:
+        raise RunError(f"{condition.id}: the task's roles file lists {sorted(snap_before.roles)}, "
+                       f"the condition needs {sorted(expected_roles)}")
+    cpu_by_role = cgroup.role_cpu_seconds(snap_before, snap_after)
+    processes = [{"role": "app", "target_pct": None, "cpu_s": cpu_by_role["app"]}]
+    processes += [{"role": role, "target_pct": condition.sidecar_load_pct, "cpu_s": cpu_by_role[role]}
+                  for role in condition.roles]
+
+    peak = snap_after.counters.peak_memory_bytes if snap_after.counters else stats_after.peak_memory_bytes
+    parts = {
+        "window": {"start": start, "end": end, "wall_s": round(hey_wall, 6), "hey_span_s": round(check.span_s, 6),
+                   "time_coverage": round(check.time_coverage, 4)},
+        "requests": {"rows": check.rows, "non_2xx": check.non_2xx, "failed": failed, "failed_source": FAILED_SOURCE,
+                     "error_distribution": evidence, "served_delta": served_after - served_before},
+        "cgroup": cpu,
+        "processes": processes,
+        "container": {
+            # Measured at the end of the window, while the task still runs: no exit code yet.
+            "status": state.get("Status"),
+            "exit_code": None if state.get("Status") == "running" else state.get("ExitCode"),
+            "oom_killed": bool(state.get("OOMKilled")),
+            "restart_count": int(m.task.attrs.get("RestartCount", 0)),
+            "peak_memory_bytes": peak,
+        },
+        "probe": probe,
+    }
+    return samples, parts

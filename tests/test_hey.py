@@ -1,0 +1,84 @@
+"""hey's CSV -> samples, from outputs recorded from real hey 0.1.4 runs (tests/fixtures/runner/README.md)."""
+
+from pathlib import Path
+
+import pytest
+
+from sidecar_bench import hey
+
+FIXTURES = Path(__file__).parent / "fixtures" / "runner"
+
+
+def read(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_command_is_the_articles_hey_call_with_csv_output():
+    assert hey.command("http://127.0.0.1:8080/work", 30, 10) == [
+        "hey", "-z", "30s", "-c", "10", "-o", "csv", "http://127.0.0.1:8080/work"]
+    assert hey.command("http://127.0.0.1:8080/work", 2.5, 1)[2] == "2.5s"
+
+
+def test_parse_csv_keeps_every_recorded_request_with_all_phases():
+    samples = hey.parse_csv(read("hey-ok.csv"))
+    assert len(samples) == 40
+    assert list(samples.columns) == list(hey.SAMPLE_COLUMNS)
+    assert str(samples["status_code"].dtype) == "int64"
+    first = samples.iloc[0]
+    # First data line of the fixture: 0.0054,0.0005,0.0000,0.0001,0.0040,0.0007,200,0.0001
+    assert (first.response_time_s, first.dns_dialup_s, first.response_delay_s, first.status_code,
+            first.offset_s) == (0.0054, 0.0005, 0.0040, 200, 0.0001)
+
+
+def test_non_2xx_rows_are_kept_and_counted():
+    samples = hey.parse_csv(read("hey-404.csv"))
+    check = hey.check_samples(samples, duration_s=1, concurrency=2)
+    assert (len(samples), check.non_2xx) == (6, 6)
+
+
+def test_transport_failures_leave_only_the_header_and_fail_the_check():
+    samples = hey.parse_csv(read("hey-refused.csv"))
+    assert len(samples) == 0
+    with pytest.raises(ValueError, match="no requests"):
+        hey.check_samples(samples, duration_s=1, concurrency=2)
+
+
+def test_a_z_run_covers_its_window_back_to_back():
+    samples = hey.parse_csv(read("hey-z1s-c3.csv"))
+    check = hey.check_samples(samples, duration_s=1, concurrency=3)
+    assert check.rows == 2235
+    assert check.max_offset_s <= 1.0 + 0.01
+    assert 1.0 <= check.span_s < 1.1
+    assert check.time_coverage > 0.95
+
+
+def test_real_go_run_at_quarter_cpu():
+    samples = hey.parse_csv(read("hey-go-cpu0.25-z2s-c10.csv"))
+    check = hey.check_samples(samples, duration_s=2, concurrency=10)
+    assert check.non_2xx == 0 and check.rows == len(samples) > 100
+    # CFS throttling at 0.25 vCPU: the slowest requests wait out a whole 100 ms period.
+    assert samples["response_time_s"].max() > 0.075
+
+
+def test_offsets_beyond_the_window_fail_the_check():
+    samples = hey.parse_csv(read("hey-z1s-c3.csv"))
+    samples["offset_s"] += 5  # as if hey had run 6 s instead of 1 s
+    with pytest.raises(ValueError, match="outside the 1 s window"):
+        hey.check_samples(samples, duration_s=1, concurrency=3)
+
+
+def test_status_codes_must_be_http_codes():
+    samples = hey.parse_csv(read("hey-ok.csv"))
+    samples.loc[3, "status_code"] = 0
+    with pytest.raises(ValueError, match="status codes outside"):
+        hey.check_samples(samples, duration_s=1, concurrency=4)
+
+
+def test_text_summary_instead_of_csv_is_refused():
+    with pytest.raises(hey.HeyOutputError, match="no CSV header"):
+        hey.parse_csv("Summary:\n  Total:\t1.0 secs\n")
+
+
+def test_old_hey_without_status_and_offset_is_refused():
+    with pytest.raises(hey.HeyOutputError, match="status-code and offset"):
+        hey.parse_csv("response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read\n0.1,0,0,0,0.1,0\n")

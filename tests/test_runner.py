@@ -1,0 +1,277 @@
+"""The runner: run files, failure counting, locks, and real measurements on the local Docker engine."""
+
+import fcntl
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow.dataset as ds
+import pytest
+
+from sidecar_bench import hey, job, record, runner
+from sidecar_bench.conditions import Condition, LoadSettings
+
+FIXTURES = Path(__file__).parent / "fixtures" / "runner"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---- run files --------------------------------------------------------------------------------
+
+def make_meta(condition: Condition, rows: int) -> dict:
+    return {
+        "format_version": 1,
+        "condition": condition.as_dict(),
+        "load": {"duration_s": 1, "concurrency": 3, "warmup_s": 0, "url": runner.WORK_URL},
+        "window": {"start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T00:00:01+00:00", "wall_s": 1.0},
+        "requests": {"rows": rows, "non_2xx": 0, "failed": 0, "failed_source": "test", "error_distribution": {}},
+        "cgroup": {"source": "cgroup-v1", "nr_periods": 10, "nr_throttled": 9, "throttled_s": 0.5, "usage_s": 0.25,
+                   "period_us": 100000, "quota_us": 25000},
+        "processes": [{"role": "app", "target_pct": None, "cpu_s": 0.2}],
+        "container": {"exit_code": None, "oom_killed": False, "restart_count": 0, "peak_memory_bytes": 1},
+        "environment": {key: "x" for key in record.ENVIRONMENT_KEYS},
+    }
+
+
+@pytest.fixture
+def two_run_files(tmp_path):
+    samples = hey.parse_csv((FIXTURES / "hey-z1s-c3.csv").read_text())
+    paths = []
+    for condition in (Condition("go", 0.25, 2048, 0, 0), Condition("next", 1, 512, 3, 5)):
+        paths.append(record.write_run(tmp_path / f"{condition.id}.parquet", samples,
+                                      make_meta(condition, len(samples))))
+    return tmp_path, samples, paths
+
+
+def test_run_files_read_as_one_dataset_in_pandas_pyarrow_and_duckdb(two_run_files):
+    directory, samples, paths = two_run_files
+    frame = pd.read_parquet(directory)
+    assert len(frame) == 2 * len(samples)
+    assert list(frame.columns) == record.SCHEMA.names
+    assert ds.dataset(directory, format="parquet").to_table().schema.equals(record.SCHEMA)
+    counts = duckdb.sql(
+        f"select condition_id, count(*), min(vcpu), max(sidecar_count) from read_parquet('{directory}/*.parquet') "
+        "group by all order by 1").fetchall()
+    assert counts == [("go_cpu0.25_mem2048_sc0_load00", len(samples), 0.25, 0),
+                      ("next_cpu1_mem512_sc3_load05", len(samples), 1.0, 3)]
+
+
+def test_read_run_returns_rows_and_meta(two_run_files):
+    _, samples, paths = two_run_files
+    frame, meta = record.read_run(paths[1])
+    assert meta == record.read_run_meta(paths[1])
+    assert meta["condition"]["total_sidecar_load_pct"] == 15.0
+    assert frame["total_sidecar_load_pct"].eq(15.0).all()
+    assert frame["response_time_s"].tolist() == samples["response_time_s"].tolist()
+
+
+def test_a_bad_record_writes_nothing_and_keeps_the_old_file(two_run_files):
+    directory, samples, paths = two_run_files
+    before = paths[0].read_bytes()
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples) + 1)
+    with pytest.raises(record.RunFileError, match="requests.rows"):
+        record.write_run(paths[0], samples, meta)
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    del meta["cgroup"]["nr_throttled"]
+    with pytest.raises(record.RunFileError, match="cgroup lacks nr_throttled"):
+        record.write_run(paths[0], samples, meta)
+    assert paths[0].read_bytes() == before
+    assert sorted(p.name for p in directory.iterdir()) == sorted(p.name for p in paths)
+
+
+# ---- failure counting, progress ---------------------------------------------------------------
+
+def tcp(name: str) -> dict:
+    return runner.parse_tcp_counters((FIXTURES / name).read_text())
+
+
+def test_refused_connections_count_as_failed_even_with_no_rows():
+    failed, evidence = runner.count_failed(0, 5, 5, tcp("snmp-before.txt"), tcp("snmp-after-refused.txt"))
+    assert failed == 10
+    assert evidence["tcp_attempt_fails"] == 10
+
+
+def test_answers_hey_did_not_record_count_as_failed():
+    clean = tcp("snmp-before.txt")
+    assert runner.count_failed(100, 7, 107, clean, clean)[0] == 0
+    assert runner.count_failed(100, 7, 110, clean, clean) == (3, {
+        "served_not_recorded": 3, "tcp_attempt_fails": 0, "tcp_estab_resets": 0, "tcp_active_opens": 0})
+
+
+def test_fewer_answers_than_rows_means_the_app_restarted():
+    clean = tcp("snmp-before.txt")
+    with pytest.raises(runner.RunError, match="restarted"):
+        runner.count_failed(100, 7, 50, clean, clean)
+
+
+def test_progress_line_counts_existing_run_files_and_estimates_the_rest(tmp_path):
+    files = [tmp_path / f"{i}.parquet" for i in range(4)]
+    files[0].touch()
+    files[2].touch()
+    load = LoadSettings(duration_s=30)
+    line = job.progress_line("start", "go_x", "local", load,
+                                {"total": 4, "run_files": [str(f) for f in files], "overhead_s": 30})
+    assert line == "sidecar-bench: start go_x on local [2/4 done, ETA 2m]"
+    assert job.progress_line("done", "go_x", "h", load, None) == "sidecar-bench: done go_x on h"
+
+
+# ---- real engine ------------------------------------------------------------------------------
+
+docker = pytest.importorskip("docker")
+
+
+def image_or_skip(client, tag):
+    try:
+        return client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{tag} is not built")
+
+
+@pytest.fixture(scope="module")
+def client():
+    try:
+        c = docker.from_env()
+        c.ping()
+    except docker.errors.DockerException as err:
+        pytest.skip(f"no Docker engine: {err}")
+    return c
+
+
+def leftovers(client, condition: Condition) -> list:
+    return client.containers.list(all=True, filters={"label": [f"{runner.PROJECT_LABEL}={runner.PROJECT}",
+                                                               f"{runner.CONDITION_LABEL}={condition.id}"]})
+
+
+# Memory sizes no experiment uses, so that concurrent runs of the real matrix are not mistaken for leftovers.
+GO_TEST = Condition("go", 0.25, 2040, 1, 10)
+
+
+@pytest.mark.docker
+def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, tmp_path):
+    image_or_skip(client, "sidecar-bench/task:go-sidecar")
+    load = LoadSettings(duration_s=3, concurrency=10, ready_timeout_s=60)
+    out = tmp_path / f"{GO_TEST.id}.parquet"
+    runner.run_condition(client, GO_TEST, load, "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest",
+                         out, "local")
+    frame, meta = record.read_run(out)
+    assert len(frame) > 100 and frame["status_code"].eq(200).all()
+    assert meta["requests"]["failed"] == 0 and meta["requests"]["rows"] == len(frame)
+    cpu = meta["cgroup"]
+    assert cpu["source"] == "cgroup-v1" and cpu["quota_us"] == 25000 and cpu["period_us"] == 100000
+    assert 0 < cpu["nr_throttled"] <= cpu["nr_periods"] <= 60
+    # The cgroup cannot use more than its quota over the window (plus one period of slack).
+    assert cpu["usage_s"] <= 0.25 * (cpu["wall_s"] + 0.2)
+    app, proxy = meta["processes"]
+    assert (app["role"], proxy["role"], proxy["target_pct"]) == ("app", "proxy", 10.0)
+    # The sidecar busy-loops 10 ms of wall clock per 100 ms; while the saturated cgroup is
+    # throttled it gets less CPU than that, never more (with a tick of slack).
+    assert 0 < proxy["cpu_s"] <= 0.10 * cpu["wall_s"] * 1.2 + 0.02
+    assert app["cpu_s"] + proxy["cpu_s"] == pytest.approx(cpu["usage_s"], abs=0.06)
+    assert meta["container"]["oom_killed"] is False and meta["container"]["peak_memory_bytes"] > 0
+    env = meta["environment"]
+    assert env["image_variant"] == "go-sidecar" and env["hey_version"].startswith("0.1.4")
+    assert env["cgroup_version"] == "1" and env["engine_id"] == client.info()["ID"]
+    assert meta["window"]["wall_s"] >= 3
+    assert leftovers(client, GO_TEST) == []
+
+
+@pytest.mark.docker
+def test_app_killed_for_memory_fails_with_the_reason_and_leaves_nothing(client, tmp_path):
+    image_or_skip(client, "sidecar-bench/task:next")
+    condition = Condition("next", 1, 16, 0, 0)
+    out = tmp_path / "run.parquet"
+    with pytest.raises(runner.RunError, match=r"next_cpu1_mem16_sc0_load00: the app exited .*OOM-killed: raise"):
+        runner.run_condition(client, condition, LoadSettings(duration_s=3, ready_timeout_s=30),
+                             "sidecar-bench/task:next", "sidecar-bench/loadgen:latest", out)
+    assert not out.exists() and leftovers(client, condition) == []
+
+
+@pytest.mark.docker
+def test_unknown_app_type_fails_with_the_entrypoints_message(client, tmp_path, monkeypatch):
+    image_or_skip(client, "sidecar-bench/task:go")
+    condition = Condition("go", 0.5, 2041, 0, 0)
+    monkeypatch.setattr(runner, "task_environment", lambda c: {"APP_TYPE": "cobol", "SIDECAR_COUNT": "0",
+                                                                "SIDECAR_LOAD": "0"})
+    with pytest.raises(runner.RunError, match=r"(?s)go_cpu0.5_mem2041.*exit code 64.*APP_TYPE='cobol'"):
+        runner.run_condition(client, condition, LoadSettings(duration_s=3, ready_timeout_s=30),
+                             "sidecar-bench/task:go", "sidecar-bench/loadgen:latest", tmp_path / "run.parquet")
+    assert leftovers(client, condition) == []
+
+
+DRIVER = """
+import sys
+sys.path.insert(0, {scripts!r})
+sys.stderr = open({log!r}, "w")
+from sidecar_bench.job import main
+main(condition={condition!r}, load={load!r}, hosts=[{{"name": "local", "url": None}}],
+     image_refs={refs!r}, out={out!r}, lock_dir={lock_dir!r}, progress=None)
+"""
+
+
+def image_refs(client, tmp_path) -> dict:
+    refs = {}
+    for part, tag, variant in (("task", "sidecar-bench/task:go-sidecar", "go-sidecar"),
+                               ("loadgen", "sidecar-bench/loadgen:latest", "loadgen")):
+        path = tmp_path / f"{part}.json"
+        path.write_text(json.dumps({"variant": variant, "tag": tag, "inputs_digest": "test",
+                                    "hosts": {"local": image_or_skip(client, tag).id}}))
+        refs[part] = str(path)
+    return refs
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_interrupted_run_leaves_no_file_and_no_container(client, tmp_path, signum):
+    condition = Condition("go", 0.25, 2042, 1, 10)
+    out, log = tmp_path / "run.parquet", tmp_path / "run.log"
+    script = DRIVER.format(scripts=str(ROOT / "scripts"), log=str(log), condition=condition.as_dict(),
+                           load=LoadSettings(duration_s=30, ready_timeout_s=60).as_dict(),
+                           refs=image_refs(client, tmp_path), out=str(out), lock_dir=str(tmp_path / "locks"))
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while "app ready" not in (log.read_text() if log.exists() else ""):
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    time.sleep(1.0)  # inside hey's window now
+    assert leftovers(client, condition), "the run's containers should exist mid-measurement"
+    process.send_signal(signum)
+    process.wait(timeout=60)
+    assert process.returncode != 0
+    assert f"interrupted by {signum.name}" in log.read_text()
+    assert not out.exists() and list(tmp_path.glob("*.tmp")) == []
+    assert leftovers(client, condition) == []
+
+
+@pytest.mark.docker
+def test_engine_lock_waits_for_the_other_measurement(client, tmp_path, caplog):
+    lock_path = tmp_path / f"{job.sanitize(client.info()['ID'])}.lock"
+    holder = open(lock_path, "a+")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    threading.Timer(1.0, lambda: fcntl.flock(holder, fcntl.LOCK_UN)).start()
+    hosts = [{"name": "first", "url": None}, {"name": "same-engine", "url": None}]
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="sidecar_bench.runner"):
+        with job.host_lock(hosts, tmp_path, 60, "test") as (host, _):
+            waited = time.monotonic() - started
+    holder.close()
+    # Both names are one engine, one lock: it waits on the first name instead of running at once.
+    assert host["name"] == "first" and waited >= 0.9
+    assert "waiting for" in caplog.text
+
+
+def test_main_refuses_hosts_without_built_images(tmp_path):
+    refs = {}
+    for part in ("task", "loadgen"):
+        refs[part] = tmp_path / f"{part}.json"
+        refs[part].write_text(json.dumps({"variant": "go", "tag": "t", "inputs_digest": "d",
+                                          "hosts": {"other": "sha256:1"}}))
+    with pytest.raises(runner.RunError, match=r"go_cpu1_mem2048_sc0_load00: no Docker host has both images built"):
+        job.main(Condition("go", 1, 2048, 0, 0).as_dict(), LoadSettings().as_dict(), [{"name": "local", "url": None}],
+                    refs, str(tmp_path / "out.parquet"), str(tmp_path))
