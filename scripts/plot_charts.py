@@ -1,0 +1,20 @@
+"""Snakemake script: summary + the article's numbers + run files -> results/<preset>/charts/<name>.{html,png,svg}."""
+
+import sys
+
+import pandas as pd
+
+from sidecar_bench.charts import write_charts
+from sidecar_bench.reference import load_reference
+
+
+def main(summary, reference, runs, out_dir):
+    written = write_charts(pd.read_parquet(summary), load_reference(reference), list(runs), out_dir)
+    print(f"plot_charts: wrote {len(written)} files to {out_dir}", file=sys.stderr)
+    return written
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
+    main(summary=snakemake.input.summary, reference=snakemake.input.reference,  # noqa: F821
+         runs=list(snakemake.input.runs), out_dir=snakemake.output.charts)  # noqa: F821

@@ -1,0 +1,189 @@
+"""Statistics from raw samples, and the breaking-point rule on the article's own sweeps."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from sidecar_bench import record, reference
+from sidecar_bench.conditions import Condition
+from sidecar_bench.runfile import META_KEY, RunFileError
+from sidecar_bench.stats import breaking_point, latency_stats, nearest_rank, period_level, summarise_run, summarise_runs
+from sidecar_bench.synthetic import write_run
+
+REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "article-results.csv"
+
+
+def test_nearest_rank_percentiles_of_one_to_ten_ms():
+    stats = latency_stats(np.arange(1, 11) / 1000)  # 1..10 ms, given in seconds
+    assert stats["p50_ms"] == pytest.approx(5)  # ceil(0.50 * 10) = 5th smallest
+    assert stats["p90_ms"] == pytest.approx(9)
+    assert stats["p95_ms"] == pytest.approx(10)  # ceil(9.5) = 10th
+    assert stats["p99_ms"] == pytest.approx(10)
+    assert stats["p99_9_ms"] == pytest.approx(10)
+    assert stats["max_ms"] == pytest.approx(10)
+    assert stats["mean_ms"] == pytest.approx(5.5)
+
+
+def test_nearest_rank_does_not_round_up_a_whole_rank():
+    values = np.arange(1, 1001, dtype=float)
+    # 99.9 % of 1000 is exactly rank 999, not 1000 (floating point would give 999.0000000000001).
+    assert nearest_rank(values, 99.9) == 999
+    assert nearest_rank(values, 99) == 990
+    assert nearest_rank(values, 50) == 500
+    assert np.isnan(nearest_rank(np.array([]), 50))
+
+
+def test_percentiles_are_observed_samples_not_interpolated():
+    # Two modes: 90 fast responses and 10 that waited one CFS period.
+    samples = np.r_[np.full(90, 0.002), np.full(10, 0.098)]
+    stats = latency_stats(samples)
+    assert stats["p90_ms"] == pytest.approx(2.0)
+    assert stats["p95_ms"] == pytest.approx(98.0)
+
+
+def test_summary_row_from_hand_made_run(tmp_path):
+    condition = Condition("go", 0.25, 2048, 3, 5)
+    times = [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.100, 0.0005, 0.0007]
+    codes = [200] * 8 + [500, 503]
+    path = write_run(
+        tmp_path / f"{condition.id}.parquet", condition, times, codes, wall_s=2.0,
+        meta_overrides={
+            "requests": {"failed": 3},
+            "cgroup": {"nr_periods": 20, "nr_throttled": 5, "throttled_s": 0.5, "usage_s": 0.4,
+                       "period_us": 100000, "quota_us": 25000},
+            "processes": [{"role": "app", "target_pct": None, "cpu_s": 0.2},
+                          {"role": "proxy", "target_pct": 5.0, "cpu_s": 0.1},
+                          {"role": "agent", "target_pct": 5.0, "cpu_s": 0.12},
+                          {"role": "log_router", "target_pct": 5.0, "cpu_s": 0.08}],
+        },
+    )
+    row = summarise_run(path)
+    assert row["condition_id"] == "go_cpu0.25_mem2048_sc3_load05"
+    assert (row["app"], row["vcpu"], row["sidecar_count"], row["total_sidecar_load_pct"]) == ("go", 0.25, 3, 15.0)
+    assert row["successful"] == 8 and row["non_2xx"] == 2 and row["failed"] == 3
+    assert row["rps"] == pytest.approx(8 / 2.0)  # successful responses / window wall time
+    assert row["errors"] == 5
+    assert row["error_rate"] == pytest.approx(5 / 13)
+    # Latency over the 8 successful responses only: 1..7 ms and 100 ms.
+    assert row["p50_ms"] == pytest.approx(4)
+    assert row["p99_ms"] == pytest.approx(100)
+    assert row["max_ms"] == pytest.approx(100)
+    assert row["mean_ms"] == pytest.approx((1 + 2 + 3 + 4 + 5 + 6 + 7 + 100) / 8)
+    assert row["throttled_share"] == pytest.approx(0.25)
+    assert row["throttled_s_per_s"] == pytest.approx(0.25)
+    assert row["task_cpu_pct"] == pytest.approx(20)
+    assert row["quota_cpu_pct"] == pytest.approx(25)
+    assert row["period_ms"] == pytest.approx(100)
+    assert row["app_cpu_pct"] == pytest.approx(10)
+    assert row["proxy_cpu_pct"] == pytest.approx(5)
+    assert row["agent_cpu_vs_target"] == pytest.approx(6 / 5)
+    assert row["sidecars_cpu_pct"] == pytest.approx(15)
+    assert row["sidecars_cpu_vs_target"] == pytest.approx(1.0)
+
+
+def test_synthetic_run_files_follow_the_runners_format(tmp_path):
+    c = Condition("next", 0.25, 1024, 2, 7)
+    path = write_run(tmp_path / f"{c.id}.parquet", c, [0.01, 0.02], [200, 404])
+    meta = record.read_run_meta(path)  # the runner's own validation
+    rows = pq.read_table(path).replace_schema_metadata(None)
+    record.RunRecord(rows, meta)  # schema, row count and ids as the runner writes them
+    assert meta["requests"] == {**meta["requests"], "rows": 2, "non_2xx": 1}
+
+
+def test_summary_has_one_row_per_condition_sorted(tmp_path):
+    paths = []
+    for load in (15, 5, 0):
+        c = Condition("next", 0.5, 2048, 1, load)
+        paths.append(write_run(tmp_path / f"{c.id}.parquet", c, [0.01] * 30, wall_s=3.0))
+    summary = summarise_runs(paths)
+    assert list(summary["total_sidecar_load_pct"]) == [0, 5, 15]
+    assert list(summary["rps"]) == pytest.approx([10, 10, 10])
+
+
+def test_same_condition_twice_is_an_error(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    a = write_run(tmp_path / "a" / f"{c.id}.parquet", c, [0.01])
+    b = write_run(tmp_path / "b" / f"{c.id}.parquet", c, [0.01])
+    with pytest.raises(RunFileError, match="more than one run file"):
+        summarise_runs([a, b])
+
+
+def test_unknown_format_version_is_refused_with_the_file_named(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    path = write_run(tmp_path / f"{c.id}.parquet", c, [0.01], meta_overrides={"format_version": 2})
+    with pytest.raises(RunFileError, match=r"go_cpu1_mem2048_sc0_load00.parquet: .*format_version (is )?2"):
+        summarise_run(path)
+
+
+def test_file_without_metadata_is_refused(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    path = write_run(tmp_path / f"{c.id}.parquet", c, [0.01])
+    table = pq.read_table(path).replace_schema_metadata({})
+    pq.write_table(table, path)
+    with pytest.raises(RunFileError, match="no '?sidecar_bench'? metadata"):
+        summarise_run(path)
+
+
+# --- breaking points --------------------------------------------------------------------------------
+
+ARTICLE_BREAKS = {
+    ("go", 0.25, 3): (15, 18),
+    ("next", 0.25, 3): (3, 6),
+    ("next", 0.5, 3): (18, 21),
+    ("next", 0.25, 1): (6, 7),
+}
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return reference.load_reference(REFERENCE)
+
+
+@pytest.mark.parametrize("setup", list(ARTICLE_BREAKS))
+def test_rule_finds_the_articles_breaking_points_in_its_published_numbers(ref, setup):
+    # Every P99 the article published for the setup: its sweep, P99 grid and change-point rows.
+    sweep = reference.sweep(ref, *setup, metric="p99_ms")
+    found = breaking_point(sweep.index, sweep.to_numpy())
+    assert found is not None
+    assert (found.before_load_pct, found.after_load_pct) == ARTICLE_BREAKS[setup]
+
+
+@pytest.mark.parametrize("setup", list(ARTICLE_BREAKS))
+def test_rule_finds_them_from_the_change_point_rows_alone(ref, setup):
+    points = reference.change_points(ref)
+    row = points[(points["app"] == setup[0]) & np.isclose(points["vcpu"], setup[1])
+                 & (points["sidecar_count"] == setup[2])].iloc[0]
+    found = breaking_point([row.before_load_pct, row.after_load_pct], [row.before_p99_ms, row.after_p99_ms])
+    assert (found.before_load_pct, found.after_load_pct) == ARTICLE_BREAKS[setup]
+
+
+def test_rule_ignores_noise_within_a_period():
+    # Go 0.25+3 at 0 -> 15 % (104.6 -> 109.1 ms) and Next 0.25+3 at 0 -> 3 % (288.4 -> 300.2 ms): no break.
+    assert breaking_point([0, 15], [104.6, 109.1]) is None
+    assert breaking_point([0, 3], [288.4, 300.2]) is None
+    assert breaking_point([0, 5, 10], [50, 40, 45]) is None  # falls and small rises
+    assert breaking_point([0], [100]) is None
+    assert breaking_point([], []) is None
+
+
+def test_rule_reasons_and_unsorted_input():
+    assert breaking_point([20, 0, 10], [30, 10, 12]) is None  # sorted by load: 10 -> 12 -> 30 ms, no break
+    found = breaking_point([10, 0, 5], [160, 100.5, 101])
+    assert (found.before_load_pct, found.after_load_pct, found.reason) == (5, 10, "jump")
+    found = breaking_point([0, 1], [99, 104])
+    assert found.reason == "period"
+    # Repeated loads are averaged before stepping: (95 + 97) / 2 = 96 -> 150 is a jump of 54 ms.
+    found = breaking_point([0, 0, 1], [95, 97, 150])
+    assert found.before_p99_ms == pytest.approx(96)
+
+
+def test_period_level_counts_multiples_passed_by_more_than_the_margin():
+    assert period_level(99) == 0
+    assert period_level(102) == 0  # within 2 ms of 100
+    assert period_level(102.1) == 1
+    assert period_level(300.2) == 2
+    assert period_level(309) == 3
+    assert period_level(2 * 40 + 3, period_ms=40) == 2
