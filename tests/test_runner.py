@@ -266,12 +266,14 @@ def test_engine_lock_waits_for_the_other_measurement(client, tmp_path, caplog):
     assert "waiting for" in caplog.text
 
 
-def test_main_refuses_hosts_without_built_images(tmp_path):
+def test_main_refuses_when_no_host_has_or_can_build_the_images(tmp_path):
     refs = {}
     for part in ("task", "loadgen"):
         refs[part] = tmp_path / f"{part}.json"
         refs[part].write_text(json.dumps({"variant": "go", "tag": "t", "inputs_digest": "d",
-                                          "hosts": {"other": "sha256:1"}}))
-    with pytest.raises(runner.RunError, match=r"go_cpu1_mem2048_sc0_load00: no Docker host has both images built"):
-        job.main(Condition("go", 1, 2048, 0, 0).as_dict(), LoadSettings().as_dict(), [{"name": "local", "url": None}],
-                    refs, str(tmp_path / "out.parquet"), str(tmp_path))
+                                          "base_image": "debian:bookworm-slim", "hosts": {"other": "sha256:1"}}))
+    # A host the image rule did not build on gets its images built by the run, if it answers.
+    unreachable = [{"name": "local", "url": "unix:///nonexistent/docker.sock"}]
+    with pytest.raises(runner.RunError, match=r"go_cpu1_mem2048_sc0_load00: no Docker host has both images"):
+        job.main(Condition("go", 1, 2048, 0, 0).as_dict(), LoadSettings().as_dict(), unreachable,
+                 refs, str(tmp_path / "out.parquet"), str(tmp_path))

@@ -1,7 +1,7 @@
 """The run_condition job around one measurement: pick a Docker engine, lock it, report progress.
 
 Measurements on one engine never overlap, whatever Snakemake's --cores: each
-run holds an exclusive fcntl lock on results/.locks/<engine ID>.lock for its
+run holds an exclusive fcntl lock on <lock dir>/<engine ID>.lock for its
 whole life (the engine's ID, so two names or addresses of one engine share a
 lock). With several engines the first free one is taken; if all are busy the
 job waits for the first. Progress goes to the terminal (the original stderr)
@@ -27,7 +27,7 @@ import docker.errors
 
 from .conditions import LoadSettings
 from .hosts import client_for
-from .runner import HEY_GRACE_S, RunError, as_condition, as_load, run_condition, signals_raise
+from .runner import HEY_GRACE_S, RunError, as_condition, as_load, engine_address, run_condition, signals_raise
 
 log = logging.getLogger("sidecar_bench.runner")
 
@@ -97,6 +97,36 @@ def _read(path: Path) -> str:
         return "holder unknown"
 
 
+def _images_on(host: Mapping[str, Any], refs: dict[str, dict]) -> bool:
+    """Whether the host has both images, building them there if the image rule did not.
+
+    The image rule builds on the hosts configured when it ran; a host added later (or a
+    cluster node) gets its images here, from the same sources, so adding a host never
+    reruns the conditions already measured.
+    """
+    if all(host["name"] in ref.get("hosts", {}) for ref in refs.values()):
+        return True
+    from . import image  # only this path builds
+
+    try:
+        client = client_for(host)
+    except docker.errors.DockerException as err:
+        log.warning("Docker host %s (%s) is not reachable, skipping it: %s", host["name"], host.get("url"), err)
+        return False
+    try:
+        for ref in refs.values():
+            log.info("host %s has no %s image yet: building it there", host["name"], ref["variant"])
+            base = image.ensure_base(client, ref["base_image"], "debootstrap")
+            image_id = image.ensure_variant(client, ref["variant"], base)
+            ref.setdefault("hosts", {})[host["name"]] = image_id
+    except (image.ImageError, docker.errors.DockerException) as err:
+        log.warning("could not build the images on host %s, skipping it: %s", host["name"], err)
+        return False
+    finally:
+        client.close()
+    return True
+
+
 # Typical time a run takes beyond its measured window (start, readiness, snapshots, removal).
 DEFAULT_OVERHEAD_S = 4.0
 
@@ -141,11 +171,10 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     cond = as_condition(condition)
     settings = as_load(load)
     refs = {part: json.loads(Path(path).read_text()) for part, path in image_refs.items()}
-    # Only engines both images were built on can run this condition.
-    usable = [h for h in hosts if all(h["name"] in ref.get("hosts", {}) for ref in refs.values())]
+    usable = [h for h in hosts if _images_on(h, refs)]
     if not usable:
-        raise RunError(f"{cond.id}: no Docker host has both images built (hosts: {[h['name'] for h in hosts]}, "
-                       f"image refs: {dict(image_refs)}); rerun rule build_image")
+        raise RunError(f"{cond.id}: no Docker host has both images (hosts: {[h['name'] for h in hosts]}, "
+                       f"image refs: {dict(image_refs)}); see the log above")
     timeout = settings.duration_s + settings.warmup_s + HEY_GRACE_S + 60
     with signals_raise():
         started = time.monotonic()
@@ -158,7 +187,9 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
             try:
                 path = run_condition(client, cond, settings, task_ref["hosts"][host["name"]],
                                      refs["loadgen"]["hosts"][host["name"]], out, host["name"],
-                                     {"image_inputs_digest_ref": task_ref.get("inputs_digest")})
+                                     {"image_inputs_digest_ref": task_ref.get("inputs_digest"),
+                                      # The address as configured: the SDK hides ssh:// and the socket.
+                                      "docker_host": host.get("url") or engine_address(client)})
             except BaseException as err:
                 reason = (str(err).splitlines() or [type(err).__name__])[0]
                 print(f"sidecar-bench: FAILED {cond.id} on {host['name']}: {reason}", file=terminal, flush=True)

@@ -1,6 +1,6 @@
 """The run file: one Parquet file per condition, raw samples plus run-level metadata.
 
-Format version 1 (CONTRACT-sidecar-bench.md, "Run file contract"): one row per
+Format version 1 (README.md, "Run file format"): one row per
 request hey recorded, with the condition's parameters repeated on every row so
 that all run files read as one dataset (pandas, pyarrow.dataset, DuckDB);
 run-level values are JSON under the file's key-value metadata key b"sidecar_bench".
