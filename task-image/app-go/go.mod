@@ -1,0 +1,3 @@
+module sidecar-bench/app-go
+
+go 1.19
