@@ -137,3 +137,12 @@ def test_duplicate_host_names_are_refused():
     config = bad(["hosts"], [{"name": "a"}, {"name": "a", "url": "ssh://root@127.0.0.1"}])
     with pytest.raises(ConfigError, match="hosts: name 'a' is used twice"):
         load_experiment(config)
+
+
+def test_numbers_given_on_the_command_line_are_numbers():
+    # snakemake --config 'load={duration_s: 15}' hands nested values over as text.
+    experiment = load_experiment(CONFIG | {"load": {"duration_s": "15", "concurrency": "4"}})
+    assert experiment.load.duration_s == 15
+    assert experiment.load.concurrency == 4
+    with pytest.raises(ConfigError, match=r"load.duration_s: '15s' is not of type 'number'"):
+        load_experiment(CONFIG | {"load": {"duration_s": "15s"}})

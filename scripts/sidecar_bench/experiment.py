@@ -61,6 +61,22 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
+def _numbers_from_text(value: Any) -> Any:
+    """'15' -> 15 in nested values: snakemake --config reads nested mappings as text."""
+    if isinstance(value, dict):
+        return {key: _numbers_from_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_numbers_from_text(item) for item in value]
+    if isinstance(value, str):
+        try:
+            number = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            return number
+    return value
+
+
 def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: str = "config.yaml") -> dict:
     """Validate a config against the schema; return a copy with defaults filled in.
 
@@ -69,6 +85,10 @@ def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: 
     """
     schema = yaml.safe_load(Path(schema_path).read_text())
     config = copy.deepcopy(dict(config))
+    # Numbers given on the command line (--config 'load={duration_s: 15}') arrive as text.
+    for section in ("load", "sets", "presets"):
+        if section in config:
+            config[section] = _numbers_from_text(config[section])
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:

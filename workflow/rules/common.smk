@@ -8,14 +8,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 from sidecar_bench.conditions import ConfigError
-from sidecar_bench.experiment import load_experiment
+from sidecar_bench.experiment import check_config, load_experiment
 from sidecar_bench.image import inputs_digest
 from snakemake.utils import validate
 
 try:
+    # Names the key and the value of the first problem, before any job starts;
+    # fills in the schema's defaults and turns numbers given as text into numbers.
+    config.update(check_config(config))
     EXPERIMENT = load_experiment(config)
 except ConfigError as err:
-    # Stop before any job (and any container) starts, naming the key and value.
     raise WorkflowError(str(err)) from None
 validate(config, schema="../schemas/config.schema.yaml")
 
