@@ -1,4 +1,4 @@
-"""Reading run files (results/runs/<id>.parquet, format_version 1) for analysis.
+"""Reading run files (results/<preset>/runs/<id>.parquet, format_version 1) for analysis.
 
 The runner's record.py owns the format; analysis only needs two things from a
 run file: its JSON metadata and a few per-request columns. Reading through
@@ -8,7 +8,6 @@ a statistic needs (a run holds up to a million rows).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -16,30 +15,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-META_KEY = b"sidecar_bench"
-FORMAT_VERSION = 1
-
-
-try:  # the runner's record.py owns the format; use its reader and validation when present
-    from .record import RunFileError, read_run_meta as _read_run_meta
-except ImportError:  # pragma: no cover - only before record.py existed
-    _read_run_meta = None
-
-    class RunFileError(ValueError):
-        """A run file that analysis cannot use; the message names the file and the problem."""
+from .record import FORMAT_VERSION, METADATA_KEY as META_KEY, RunFileError, read_run_meta
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:
     """The run's metadata (the JSON object under the Parquet key b"sidecar_bench"), validated."""
     path = Path(path)
     try:
-        if _read_run_meta is not None:
-            meta = _read_run_meta(path)
-        else:
-            metadata = pq.read_schema(path).metadata or {}
-            if META_KEY not in metadata:
-                raise RunFileError(f"no {META_KEY.decode()} metadata: not a sidecar-bench run file")
-            meta = json.loads(metadata[META_KEY])
+        meta = read_run_meta(path)
     except (OSError, pa.ArrowInvalid) as err:
         raise RunFileError(f"{path}: not a readable Parquet run file ({err}); rerun its condition") from None
     except RunFileError as err:

@@ -19,27 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .conditions import ROLES, Condition
-from .runfile import FORMAT_VERSION, META_KEY
+from .record import FORMAT_VERSION, METADATA_KEY as META_KEY, SCHEMA
 
-SCHEMA = pa.schema(
-    [
-        ("condition_id", pa.string()),
-        ("app", pa.string()),
-        ("vcpu", pa.float64()),
-        ("memory_mb", pa.int64()),
-        ("sidecar_count", pa.int64()),
-        ("sidecar_load_pct", pa.float64()),
-        ("total_sidecar_load_pct", pa.float64()),
-        ("response_time_s", pa.float64()),
-        ("dns_dialup_s", pa.float64()),
-        ("dns_s", pa.float64()),
-        ("request_write_s", pa.float64()),
-        ("response_delay_s", pa.float64()),
-        ("response_read_s", pa.float64()),
-        ("status_code", pa.int64()),
-        ("offset_s", pa.float64()),
-    ]
-)
 PERIOD_US = 100_000
 
 
