@@ -6,12 +6,14 @@ import sys
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 (snakemake is injected)
 
+from sidecar_bench.experiment import load_experiment  # noqa: E402
 from sidecar_bench.hosts import lock_dir  # noqa: E402
 from sidecar_bench.job import main  # noqa: E402
 
 main(
     condition=snakemake.params.condition,  # noqa: F821
-    load=snakemake.params.load,  # noqa: F821
+    # The measured settings are params (rerun triggers); the readiness timeout is not.
+    load=load_experiment(snakemake.config).load.as_dict(),  # noqa: F821
     # Hosts come from the config, not params: adding a host must not rerun every condition.
     hosts=snakemake.config["hosts"],  # noqa: F821
     image_refs={"task": snakemake.input.task_image, "loadgen": snakemake.input.loadgen_image},  # noqa: F821
@@ -20,4 +22,5 @@ main(
     # {"total", "run_files"} from the workflow's environment: as a param it would rerun every run when the
     # matrix grows.
     progress=json.loads(os.environ.get("SIDECAR_BENCH_PROGRESS", "null")),
+    image_settings=snakemake.config["image"],  # noqa: F821
 )

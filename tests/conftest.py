@@ -3,3 +3,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def hold_engine(owner: str):
+    """Hold the local engine's measurement lock (as runs and builds do), yielding a client.
+
+    Tests that start containers themselves take it, so that they never run beside a
+    measurement on the same engine, e.g. a matrix the developer left running.
+    """
+    import pytest
+    from sidecar_bench.hosts import HostError, host_lock, lock_dir
+
+    try:
+        lock = host_lock([{"name": "local", "url": None}], lock_dir(), 3600, owner)
+        with lock as (_, client):
+            yield client
+    except HostError as err:
+        pytest.fail(f"no Docker engine answers ({err}); scripts/bench.sh test starts one")

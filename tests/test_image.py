@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import hold_engine
 
 from sidecar_bench import image
 
@@ -134,14 +135,8 @@ def test_sidecar_rejects_bad_arguments(args, message):
 
 @pytest.fixture(scope="module")
 def client():
-    docker = pytest.importorskip("docker")
-    try:
-        c = docker.from_env()
-        c.ping()
-    except Exception as exc:  # no engine: the Docker tests cannot run here
-        pytest.skip(f"no Docker engine: {exc}")
-    yield c
-    c.close()
+    # Holds the engine's measurement lock: these tests start containers that burn CPU.
+    yield from hold_engine("tests/test_image.py")
 
 
 @pytest.fixture(scope="module")
@@ -369,3 +364,13 @@ def test_failed_build_names_the_variant_and_shows_the_log_tail(client, images, t
 def test_missing_base_without_fallback_is_a_clear_error(client):
     with pytest.raises(image.ImageError, match="base image sidecar-bench/no-such-base:1: not present and cannot be pulled"):
         image.ensure_base(client, "sidecar-bench/no-such-base:1", None)
+
+
+def test_editing_only_the_next_stages_leaves_the_go_digests_alone(tmp_path):
+    root = tmp_path / "task-image"
+    shutil.copytree(image.TASK_IMAGE_DIR, root, ignore=shutil.ignore_patterns("node_modules", ".next"))
+    before = {v: image.inputs_digest(v, "debian:bookworm-slim", root) for v in image.TASK_VARIANTS}
+    dockerfile = root / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("FROM node-runtime AS next\n", "FROM node-runtime AS next\n# edited\n"))
+    after = {v: image.inputs_digest(v, "debian:bookworm-slim", root) for v in image.TASK_VARIANTS}
+    assert [v for v in image.TASK_VARIANTS if before[v] != after[v]] == ["next"]

@@ -102,6 +102,13 @@ class LoadSettings:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def measured(self) -> dict[str, Any]:
+        """The settings that can change a measurement: a run's rerun trigger.
+
+        ready_timeout_s is left out: waiting longer for the app changes no result.
+        """
+        return {key: value for key, value in asdict(self).items() if key != "ready_timeout_s"}
+
 
 AXES = ("app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct")
 

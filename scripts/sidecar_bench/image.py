@@ -149,10 +149,19 @@ def _digest_files(files: Iterable[Path], root: Path, extra: Iterable[tuple[str, 
 
 
 def inputs_digest(variant: str, base_image: str, root: Path | None = None) -> str:
-    """sha256 over the variant name, the base image name and the inputs' relative paths and contents."""
+    """sha256 over the variant name, the base image name and the inputs' relative paths and contents.
+
+    A task variant's Dockerfile counts only as far as the variant is built from it (the
+    stages its target needs), so editing the Next.js stages does not touch the Go variants.
+    """
     root = Path(root) if root is not None else TASK_IMAGE_DIR
     files = variant_inputs(variant, root)
-    return _digest_files(files, root, extra=[("variant", variant), ("base_image", base_image)])
+    extra = [("variant", variant), ("base_image", base_image)]
+    if variant != LOADGEN:
+        dockerfile = root / "Dockerfile"
+        files = [f for f in files if f != dockerfile]
+        extra.append(("Dockerfile", prune_dockerfile(dockerfile.read_text(), variant)))
+    return _digest_files(files, root, extra=extra)
 
 
 # --- base image ------------------------------------------------------------------------

@@ -10,121 +10,45 @@ in one line per start and end, the rest to the job's log.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import logging
 import math
 import os
-import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import docker
 import docker.errors
 
 from .conditions import LoadSettings
-from .hosts import client_for
+from .hosts import HostError, host_lock
 from .runner import HEY_GRACE_S, RunError, as_condition, as_load, engine_address, run_condition, signals_raise
 
 log = logging.getLogger("sidecar_bench.runner")
 
-def sanitize(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping[str, Any],
+              image_settings: Mapping[str, Any]) -> str:
+    """The id of the ref's image on this engine, building it there if the image rule did not.
 
-
-def open_client(host: Mapping[str, Any], timeout: float) -> docker.DockerClient:
-    return client_for(host, timeout)
-
-
-@contextlib.contextmanager
-def host_lock(hosts: list[Mapping[str, Any]], lock_dir: str | Path, timeout: float,
-              describe: str) -> Iterator[tuple[Mapping[str, Any], docker.DockerClient]]:
-    """Hold the exclusive lock of one engine: the first free one in order, else wait for the first.
-
-    One lock file per engine ID, so two names for one engine share a lock.
+    The image rule builds on the hosts configured when it ran; a host added later, or a
+    cluster node (every node's engine is "local"), gets the image here, from the same
+    sources and under the engine lock, so adding a host never reruns measured conditions.
     """
-    lock_dir = Path(lock_dir)
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    candidates = []
-    for host in hosts:
+    image_id = ref.get("hosts", {}).get(host["name"])
+    if image_id:
         try:
-            client = open_client(host, timeout)
-            engine_id = client.info()["ID"]
-        except docker.errors.DockerException as err:
-            log.warning("Docker host %s (%s) is not reachable, skipping it: %s", host["name"], host.get("url"), err)
-            continue
-        candidates.append((host, client, lock_dir / f"{sanitize(engine_id)}.lock"))
-    if not candidates:
-        raise RunError(f"no Docker host is reachable: {', '.join(str(h['name']) for h in hosts)}; "
-                       "check config.yaml docker hosts and that the engines run")
-    chosen = None
-    handle = None
-    for host, client, path in candidates:
-        handle = open(path, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            chosen = (host, client, path)
-            break
-        except BlockingIOError:
-            handle.close()
-    if chosen is None:
-        host, client, path = candidates[0]
-        log.info("waiting for %s: another measurement holds engine %s (%s)", path, host["name"], _read(path))
-        handle = open(path, "a+")
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        chosen = (host, client, path)
-    host, client, path = chosen
-    handle.seek(0)
-    handle.truncate()
-    handle.write(describe)
-    handle.flush()
-    try:
-        yield host, client
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
-        for _, other, _ in candidates:
-            other.close()
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip() or "holder unknown"
-    except OSError:
-        return "holder unknown"
-
-
-def _images_on(host: Mapping[str, Any], refs: dict[str, dict]) -> bool:
-    """Whether the host has both images, building them there if the image rule did not.
-
-    The image rule builds on the hosts configured when it ran; a host added later (or a
-    cluster node) gets its images here, from the same sources, so adding a host never
-    reruns the conditions already measured.
-    """
-    if all(host["name"] in ref.get("hosts", {}) for ref in refs.values()):
-        return True
+            client.images.get(image_id)
+            return image_id
+        except docker.errors.ImageNotFound:
+            pass
     from . import image  # only this path builds
 
-    try:
-        client = client_for(host)
-    except docker.errors.DockerException as err:
-        log.warning("Docker host %s (%s) is not reachable, skipping it: %s", host["name"], host.get("url"), err)
-        return False
-    try:
-        for ref in refs.values():
-            log.info("host %s has no %s image yet: building it there", host["name"], ref["variant"])
-            base = image.ensure_base(client, ref["base_image"], "debootstrap")
-            image_id = image.ensure_variant(client, ref["variant"], base)
-            ref.setdefault("hosts", {})[host["name"]] = image_id
-    except (image.ImageError, docker.errors.DockerException) as err:
-        log.warning("could not build the images on host %s, skipping it: %s", host["name"], err)
-        return False
-    finally:
-        client.close()
-    return True
+    log.info("host %s has no %s image %s: building it there", host["name"], ref["variant"], image_id or "")
+    base = image.ensure_base(client, ref["base_image"], image_settings.get("base_fallback", "debootstrap"),
+                             mirror=image_settings.get("debian_mirror", image.DEBIAN_MIRROR))
+    return image.ensure_variant(client, ref["variant"], base)
 
 
 # Typical time a run takes beyond its measured window (start, readiness, snapshots, removal).
@@ -153,14 +77,16 @@ def _duration(seconds: float) -> str:
 
 
 def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapping[str, Any]],
-         image_refs: Mapping[str, str], out: str, lock_dir: str, progress: Mapping[str, Any] | None = None) -> Path:
+         image_refs: Mapping[str, str], out: str, lock_dir: str, progress: Mapping[str, Any] | None = None,
+         image_settings: Mapping[str, Any] | None = None) -> Path:
     """The run_condition Snakemake job (scripts/run_condition.py): lock an engine, measure, write `out`.
 
     condition: Condition.as_dict(); load: LoadSettings fields; hosts: [{"name", "url"}] (url None =
     docker.from_env()); image_refs: {"task": path, "loadgen": path} of the image rule's JSON
     ({"variant", "tag", "inputs_digest", "hosts": {name: image_id}}); out: the run file;
     lock_dir: where the per-engine lock files live; progress: None or {"total": N, "run_files":
-    [every run file of the matrix]} (or "done": n instead of run_files; optional "overhead_s").
+    [every run file of the matrix]} (or "done": n instead of run_files; optional "overhead_s");
+    image_settings: config.yaml's image section, for building on a host that lacks the images.
     """
     terminal = sys.__stderr__
     if not log.handlers:
@@ -171,22 +97,22 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     cond = as_condition(condition)
     settings = as_load(load)
     refs = {part: json.loads(Path(path).read_text()) for part, path in image_refs.items()}
-    usable = [h for h in hosts if _images_on(h, refs)]
-    if not usable:
-        raise RunError(f"{cond.id}: no Docker host has both images (hosts: {[h['name'] for h in hosts]}, "
-                       f"image refs: {dict(image_refs)}); see the log above")
+    task_ref = refs["task"]
+    if task_ref.get("variant") not in (None, cond.variant):
+        raise RunError(f"{image_refs['task']}: variant {task_ref.get('variant')!r}, {cond.id} needs {cond.variant!r}")
     timeout = settings.duration_s + settings.warmup_s + HEY_GRACE_S + 60
     with signals_raise():
         started = time.monotonic()
-        with host_lock(usable, lock_dir, timeout, f"{cond.id} pid {os.getpid()}") as (host, client):
+        try:
+            lock = host_lock(hosts, lock_dir, timeout, f"{cond.id} pid {os.getpid()}")
+        except HostError as err:
+            raise RunError(f"{cond.id}: {err}") from None
+        with lock as (host, client):
             print(progress_line("start", cond.id, host["name"], settings, progress), file=terminal, flush=True)
-            task_ref = refs["task"]
-            if task_ref.get("variant") not in (None, cond.variant):
-                raise RunError(f"{image_refs['task']}: variant {task_ref.get('variant')!r}, "
-                               f"{cond.id} needs {cond.variant!r}")
             try:
-                path = run_condition(client, cond, settings, task_ref["hosts"][host["name"]],
-                                     refs["loadgen"]["hosts"][host["name"]], out, host["name"],
+                task_id = _image_on(client, host, task_ref, image_settings or {})
+                loadgen_id = _image_on(client, host, refs["loadgen"], image_settings or {})
+                path = run_condition(client, cond, settings, task_id, loadgen_id, out, host["name"],
                                      {"image_inputs_digest_ref": task_ref.get("inputs_digest"),
                                       # The address as configured: the SDK hides ssh:// and the socket.
                                       "docker_host": host.get("url") or engine_address(client)})

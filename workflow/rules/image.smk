@@ -9,8 +9,6 @@ rule build_image:
     params:
         digest=get_image_digest,
         base_image=EXPERIMENT.image["base"],
-        base_fallback=EXPERIMENT.image["base_fallback"],
-        debian_mirror=EXPERIMENT.image["debian_mirror"],
     log:
         "results/logs/build_image/{variant}.log",
     script:

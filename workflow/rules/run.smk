@@ -11,7 +11,7 @@ rule run_condition:
         run="results/{preset}/runs/{condition}.parquet",
     params:
         condition=get_condition,
-        load=EXPERIMENT.load.as_dict(),
+        load=EXPERIMENT.load.measured(),
     log:
         "results/{preset}/logs/run_condition/{condition}.log",
     script:
