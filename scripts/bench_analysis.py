@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_analysis.py [--runs 228] [--keep DIR]
 
-Writes synthetic runs (per the run-file contract; sizes like the article's: RPS x 30 s
+Writes synthetic runs (per the run file format (record.py); sizes like the article's: RPS x 30 s
 rows each) into a temp dir, then runs aggregation, tables and charts each in a fresh
 Python process and reports its wall time and peak RSS (resource.getrusage ru_maxrss).
 Not part of the test suite: timing here depends on what else the machine runs.

@@ -10,7 +10,8 @@ import pytest
 from sidecar_bench import record, reference
 from sidecar_bench.conditions import Condition
 from sidecar_bench.runfile import META_KEY, RunFileError
-from sidecar_bench.stats import breaking_point, latency_stats, nearest_rank, period_level, summarise_run, summarise_runs
+from sidecar_bench.stats import (SUMMARY_COLUMNS, breaking_point, latency_stats, nearest_rank, period_level,
+                                 summarise_run, summarise_runs)
 from sidecar_bench.synthetic import write_run
 
 REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "article-results.csv"
@@ -82,6 +83,55 @@ def test_summary_row_from_hand_made_run(tmp_path):
     assert row["agent_cpu_vs_target"] == pytest.approx(6 / 5)
     assert row["sidecars_cpu_pct"] == pytest.approx(15)
     assert row["sidecars_cpu_vs_target"] == pytest.approx(1.0)
+
+
+def _cpu_run(tmp_path, cgroup_wall_s):
+    condition = Condition("go", 0.25, 2048, 3, 5)
+    return write_run(
+        tmp_path / f"{condition.id}.parquet", condition, [0.001] * 8, wall_s=2.0,
+        meta_overrides={
+            "cgroup": {"nr_periods": 25, "nr_throttled": 5, "throttled_s": 0.5, "usage_s": 0.4,
+                       "period_us": 100000, "quota_us": 25000, "wall_s": cgroup_wall_s},
+            "processes": [{"role": "app", "target_pct": None, "cpu_s": 0.2},
+                          {"role": "proxy", "target_pct": 5.0, "cpu_s": 0.1},
+                          {"role": "agent", "target_pct": 5.0, "cpu_s": 0.12},
+                          {"role": "log_router", "target_pct": 5.0, "cpu_s": 0.08}],
+        },
+    )
+
+
+def test_cpu_rates_use_the_cgroup_window_and_rps_the_hey_window(tmp_path):
+    # The runner's cgroup snapshots bracket hey's window: cgroup.wall_s 2.5 s > window.wall_s 2.0 s.
+    row = summarise_run(_cpu_run(tmp_path, 2.5))
+    assert row["wall_s"] == pytest.approx(2.0) and row["cgroup_wall_s"] == pytest.approx(2.5)
+    assert row["rps"] == pytest.approx(8 / 2.0)  # 2xx responses / window.wall_s
+    assert row["throttled_s_per_s"] == pytest.approx(0.5 / 2.5)
+    assert row["task_cpu_pct"] == pytest.approx(100 * 0.4 / 2.5)
+    assert row["app_cpu_pct"] == pytest.approx(100 * 0.2 / 2.5)
+    assert row["proxy_cpu_pct"] == pytest.approx(100 * 0.1 / 2.5)
+    assert row["agent_cpu_vs_target"] == pytest.approx((100 * 0.12 / 2.5) / 5)
+    assert row["sidecars_cpu_pct"] == pytest.approx(100 * 0.3 / 2.5)
+    assert row["sidecars_cpu_vs_target"] == pytest.approx((100 * 0.3 / 2.5) / 15)
+
+
+def test_cpu_rates_fall_back_to_the_hey_window_without_cgroup_wall_s(tmp_path):
+    path = _cpu_run(tmp_path, 2.5)
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[META_KEY])
+    del meta["cgroup"]["wall_s"]
+    pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()}), path)
+    row = summarise_run(path)
+    assert row["cgroup_wall_s"] == pytest.approx(2.0)
+    assert row["throttled_s_per_s"] == pytest.approx(0.5 / 2.0)
+    assert row["task_cpu_pct"] == pytest.approx(100 * 0.4 / 2.0)
+
+
+def test_environment_columns_are_the_run_file_formats_keys(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    row = summarise_run(write_run(tmp_path / f"{c.id}.parquet", c, [0.01]))
+    env_columns = [name for name in SUMMARY_COLUMNS if name.startswith("env_")]
+    assert env_columns == [f"env_{key}" for key in record.ENVIRONMENT_KEYS]
+    assert row["env_image_variant"] == "go" and row["env_loadgen_image_id"] == "sha256:loadgen"
 
 
 def test_synthetic_run_files_follow_the_runners_format(tmp_path):
@@ -167,6 +217,16 @@ def test_rule_ignores_noise_within_a_period():
     assert breaking_point([0, 5, 10], [50, 40, 45]) is None  # falls and small rises
     assert breaking_point([0], [100]) is None
     assert breaking_point([], []) is None
+
+
+def test_period_crossing_needs_a_rise_of_five_percent_of_the_period():
+    # 101.5 -> 102.5 ms passes 100 + 2 ms but rises 1 ms: noise, not a break.
+    assert period_level(101.5) == 0 and period_level(102.5) == 1
+    assert breaking_point([0, 1], [101.5, 102.5]) is None
+    assert breaking_point([0, 1], [100, 104.9]) is None  # 4.9 ms < 5 ms
+    assert breaking_point([0, 1], [100, 105]).reason == "period"  # exactly 5 % of T = 100 ms
+    assert breaking_point([0, 1], [40, 43], period_ms=40).reason == "period"  # 5 % of 40 ms = 2 ms
+    assert breaking_point([0, 1], [41.5, 42.5], period_ms=40) is None
 
 
 def test_rule_reasons_and_unsorted_input():

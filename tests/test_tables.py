@@ -1,4 +1,4 @@
-"""Tables from a small set of synthetic run files written per the run-file contract."""
+"""Tables from a small set of synthetic run files written per the run file format (record.py)."""
 
 from pathlib import Path
 
@@ -107,6 +107,15 @@ def test_markdown_states_the_definitions(tables):
     md = (tables / "rps_grid_go.md").read_text()
     assert "nearest-rank" in md and "wall time" in md and "mean of their RPS" in md
     assert "Rule (detected from the data" in (tables / "breaking_points.md").read_text()
+
+
+def test_breaking_point_rule_is_stated_with_both_branches_and_the_minimum_rise(tables):
+    # The footnote and the report caption must state the rule stats.breaking_point applies, 5 % rise included.
+    md = (tables / "breaking_points.md").read_text()
+    caption = (REFERENCE.parents[1] / "report" / "breaking_points.rst").read_text()
+    for text in (md, caption):
+        assert "half a CFS period" in text and "more than 2 ms" in text
+        assert "at least 5 % of the period" in text and "5 ms" in text
 
 
 def test_tables_survive_an_empty_or_tiny_matrix(tmp_path, ref):

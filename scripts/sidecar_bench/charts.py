@@ -233,7 +233,7 @@ def throttling_chart(summary: pd.DataFrame, sidecar_count: int = 3) -> alt.TopLe
         tooltip=["condition_id:N", alt.Tooltip("throttled_share:Q", format=".1%"),
                  alt.Tooltip("throttled_s_per_s:Q", title="throttled s per s", format=".3f")],
     ).properties(width=300, height=240).facet(column=alt.Column("App:N", title=None, header=alt.Header(labelFontSize=13, labelFontWeight="bold"))).properties(
-        title=alt.Title(title, subtitle="cgroup cpu.stat deltas over the measured window"))
+        title=alt.Title(title, subtitle="cgroup cpu.stat deltas over the cgroup snapshot window (cgroup_wall_s)"))
 
 
 # --- beyond the article: latency distributions ----------------------------------------------------------

@@ -32,11 +32,6 @@ def load_reference(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-def empty_reference() -> pd.DataFrame:
-    frame = pd.DataFrame(columns=COLUMNS + ["load"])
-    return frame
-
-
 def select(ref: pd.DataFrame, table: str, **where) -> pd.DataFrame:
     """Rows of one article table matching the given column values (vcpu compared as float)."""
     rows = ref[ref["table"] == table]

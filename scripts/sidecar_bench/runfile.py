@@ -15,11 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .record import FORMAT_VERSION, METADATA_KEY as META_KEY, RunFileError, read_run_meta
+from .record import METADATA_KEY as META_KEY, RunFileError, read_run_meta
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:
-    """The run's metadata (the JSON object under the Parquet key b"sidecar_bench"), validated."""
+    """The run's metadata (the JSON object under the Parquet key b"sidecar_bench"), validated by
+    record.read_run_meta (format_version included); errors name the file."""
     path = Path(path)
     try:
         meta = read_run_meta(path)
@@ -28,11 +29,6 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     except RunFileError as err:
         text = str(err)
         raise RunFileError(text if text.startswith(str(path)) else f"{path}: {text}") from None
-    version = meta.get("format_version")
-    if version != FORMAT_VERSION:
-        raise RunFileError(
-            f"{path}: format_version {version!r}, analysis reads {FORMAT_VERSION}; rerun the condition or update analysis"
-        )
     return meta
 
 

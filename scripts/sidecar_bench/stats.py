@@ -15,13 +15,24 @@ Definitions (the tables and charts keep to these):
   instead of being interpolated between two modes. It is also what hey's own
   summary reports, within one rank.
 - Errors = non-2xx rows + failed requests; error rate = errors / (successful + errors).
+- CPU window: the cgroup counters and per-process CPU seconds are deltas over
+  the cgroup snapshot window, `cgroup.wall_s` (column `cgroup_wall_s`; it
+  brackets hey's window, so it is slightly longer). Every cgroup and process
+  rate divides by it; a file without `cgroup.wall_s` falls back to the RPS
+  window (`wall_s`). RPS alone uses `window.wall_s`.
 - Throttled share = nr_throttled / nr_periods; throttled time per second =
-  throttled_s / wall_s (both cgroup deltas over the window).
-- CPU of a process = cpu_s / wall_s x 100 (% of one core); "vs target" = used / target.
+  throttled_s / cgroup_wall_s. On cgroup v1 (`cgroup_source` cgroup-v1)
+  throttled_s is the kernel's throttled time summed over the task's CPUs, so
+  it (and throttled_s_per_s) can exceed the wall time (> 1 s per s); it is
+  reported as read, not corrected.
+- Task CPU % = usage_s / cgroup_wall_s x 100; CPU of a process = cpu_s /
+  cgroup_wall_s x 100 (% of one core); "vs target" = used / target.
 
 Breaking point (see `breaking_point`): the first step of a load sweep at which
-P99 either rises by at least half a CFS period, or moves past a multiple of
-the CFS period by more than 2 ms.
+P99 rises and either (jump) rises by at least half a CFS period (50 ms at
+T = 100 ms), or (period) moves past a multiple k of the CFS period by more
+than 2 ms (previous <= k*T + 2 ms < current) while rising by at least 5 % of
+the period (5 ms at T = 100 ms).
 """
 
 from __future__ import annotations
@@ -34,6 +45,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+# One definition of the environment keys: the summary's env_* columns are all that the run file format requires.
+from .record import ENVIRONMENT_KEYS
 from .runfile import RunFileError, read_columns, read_meta
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
@@ -42,6 +55,7 @@ DEFAULT_PERIOD_MS = 100.0
 # Breaking-point rule parameters, in units that mean something for CFS throttling.
 JUMP_PERIOD_FRACTION = 0.5  # a rise of half a period: requests now wait for a later period
 CROSSING_MARGIN_MS = 2.0  # P99 within 2 ms of a period multiple is still "at" that multiple
+PERIOD_RISE_FRACTION = 0.05  # a "period" break must also rise by 5 % of a period (5 ms): 101.5 -> 102.5 is noise
 
 
 def percentile_name(p: float) -> str:
@@ -81,10 +95,6 @@ def _num(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-ENVIRONMENT_KEYS = ("hostname", "cpu_model", "cpu_count", "kernel", "cgroup_version", "docker_version",
-                    "docker_host", "engine_id", "image_id", "hey_version")
-
-
 def summarise_run(path: str | Path) -> dict[str, Any]:
     """One summary row for one run file (reads only response_time_s and status_code)."""
     path = Path(path)
@@ -106,6 +116,8 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
     if not wall_s:
         raise RunFileError(f"{path}: neither window.wall_s nor load.duration_s is set; cannot compute RPS")
     wall_s = float(wall_s)
+    # cgroup and process CPU deltas cover the cgroup snapshot window, not hey's.
+    cpu_wall_s = float(cgroup.get("wall_s") or wall_s)
     ok = int(ok_mask.sum())
     non_2xx = int(len(codes) - ok)
     failed = int(requests.get("failed") or 0)
@@ -123,6 +135,7 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
         "concurrency": load.get("concurrency"),
         "warmup_s": _num(load.get("warmup_s")),
         "wall_s": wall_s,
+        "cgroup_wall_s": cpu_wall_s,
         "responses": int(len(codes)),
         "successful": ok,
         "non_2xx": non_2xx,
@@ -142,17 +155,17 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
         "nr_throttled": _num(cgroup.get("nr_throttled")),
         "throttled_share": _ratio(cgroup.get("nr_throttled"), cgroup.get("nr_periods")),
         "throttled_s": _num(cgroup.get("throttled_s")),
-        "throttled_s_per_s": _ratio(cgroup.get("throttled_s"), wall_s),
-        "task_cpu_pct": 100 * _ratio(cgroup.get("usage_s"), wall_s),
+        "throttled_s_per_s": _ratio(cgroup.get("throttled_s"), cpu_wall_s),
+        "task_cpu_pct": 100 * _ratio(cgroup.get("usage_s"), cpu_wall_s),
     })
 
     by_role = {p.get("role"): p for p in meta.get("processes") or []}
     app_proc = by_role.get("app", {})
-    row["app_cpu_pct"] = 100 * _ratio(app_proc.get("cpu_s"), wall_s)
+    row["app_cpu_pct"] = 100 * _ratio(app_proc.get("cpu_s"), cpu_wall_s)
     used_total, target_total = 0.0, 0.0
     for role in SIDECAR_ROLES:
         proc = by_role.get(role)
-        used = 100 * _ratio(proc.get("cpu_s"), wall_s) if proc else math.nan
+        used = 100 * _ratio(proc.get("cpu_s"), cpu_wall_s) if proc else math.nan
         target = _num(proc.get("target_pct")) if proc else math.nan
         row[f"{role}_cpu_pct"] = used
         row[f"{role}_target_pct"] = target
@@ -182,8 +195,8 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
 SORT_KEYS = ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct"]
 SUMMARY_COLUMNS = (
     ["condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct", "total_sidecar_load_pct",
-     "duration_s", "concurrency", "warmup_s", "wall_s", "responses", "successful", "non_2xx", "failed", "errors",
-     "error_rate", "rps"]
+     "duration_s", "concurrency", "warmup_s", "wall_s", "cgroup_wall_s", "responses", "successful", "non_2xx",
+     "failed", "errors", "error_rate", "rps"]
     + [f"{percentile_name(p)}_ms" for p in PERCENTILES] + ["max_ms", "mean_ms"]
     + ["cgroup_source", "period_ms", "quota_cpu_pct", "nr_periods", "nr_throttled", "throttled_share",
        "throttled_s", "throttled_s_per_s", "task_cpu_pct", "app_cpu_pct"]
@@ -221,7 +234,7 @@ class BreakingPoint:
     after_load_pct: float
     before_p99_ms: float
     after_p99_ms: float
-    reason: str  # "jump" (rise >= half a period) or "period" (moved past a period multiple)
+    reason: str  # "jump" (rise >= half a period) or "period" (moved past a period multiple, rise >= 5 % of a period)
 
 
 def period_level(p99_ms: float, period_ms: float = DEFAULT_PERIOD_MS, margin_ms: float = CROSSING_MARGIN_MS) -> int:
@@ -237,16 +250,18 @@ def breaking_point(
     period_ms: float = DEFAULT_PERIOD_MS,
     jump_fraction: float = JUMP_PERIOD_FRACTION,
     margin_ms: float = CROSSING_MARGIN_MS,
+    period_rise_fraction: float = PERIOD_RISE_FRACTION,
 ) -> BreakingPoint | None:
     """The first step of a load sweep where the app breaks, or None.
 
     Steps go between consecutive total loads (sorted; P99s at one load are
     averaged). A step breaks when P99 rises and either
     - "jump": rises by at least jump_fraction x the CFS period (50 ms), or
-    - "period": passes a multiple of the CFS period by more than margin_ms:
-      previous <= k*T + 2 ms < current, i.e. some requests now wait for one
-      more period.
-    Both are in units of the period because throttled requests wait for whole
+    - "period": passes a multiple of the CFS period by more than margin_ms
+      (previous <= k*T + 2 ms < current, i.e. some requests now wait for one
+      more period) and rises by at least period_rise_fraction x the period
+      (5 ms at T = 100 ms), so 101.5 -> 102.5 ms is not a break.
+    All are in units of the period because throttled requests wait for whole
     periods; run-to-run noise within a period does not trigger either.
     """
     frame = pd.DataFrame({"load": np.asarray(loads_pct, dtype=float), "p99": np.asarray(p99_ms, dtype=float)})
@@ -259,7 +274,8 @@ def breaking_point(
         reason = None
         if after - before >= jump_fraction * period_ms:
             reason = "jump"
-        elif period_level(after, period_ms, margin_ms) > period_level(before, period_ms, margin_ms):
+        elif (after - before >= period_rise_fraction * period_ms
+              and period_level(after, period_ms, margin_ms) > period_level(before, period_ms, margin_ms)):
             reason = "period"
         if reason:
             return BreakingPoint(float(loads[i - 1]), float(loads[i]), float(before), float(after), reason)

@@ -1,4 +1,4 @@
-"""Synthetic run files, written exactly per the run-file contract (format_version 1).
+"""Synthetic run files, written exactly per the run file format (record.py), format_version 1.
 
 For tests and for bench_analysis.py: analysis must be exercised on files shaped
 like the runner's without a Docker engine. `write_run` takes explicit samples
@@ -73,6 +73,7 @@ def make_meta(
             "usage_s": wall_s * condition.vcpu * 0.97,
             "period_us": PERIOD_US,
             "quota_us": quota_us,
+            "wall_s": wall_s,  # the cgroup snapshot window; the runner's brackets hey's and is slightly longer
         },
         "processes": processes,
         "container": {"exit_code": 0, "oom_killed": False, "restart_count": 0, "peak_memory_bytes": 150 * 2**20},

@@ -218,8 +218,8 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
         "Rule (detected from the data, not typed in): along each app / vCPU / sidecar-count sweep at "
         f"{memory} MB, sorted by total sidecar load (P99s at one load averaged), the breaking point is the first "
         "step where P99 rises and either (jump) rises by at least half a CFS period (50 ms at the 100 ms period), "
-        "or (period) moves past a multiple k of the CFS period by more than 2 ms (previous <= k*100+2 ms < current): "
-        "throttled requests then wait one more period. Applied to the article's own published sweeps it finds the "
+        "or (period) moves past a multiple k of the CFS period by more than 2 ms (previous <= k*100+2 ms < current) "
+        "while rising by at least 5 % of the period (5 ms): throttled requests then wait one more period. Applied to the article's own published sweeps it finds the "
         "article's four breaking points.",
         "'none': no step met the rule over the loads measured; the fine 1 % steps of the article preset are needed "
         "to place a breaking point to within a few %.",
