@@ -21,9 +21,6 @@ class Host:
     url: str | None = None
     tls: Mapping[str, str] | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "url": self.url, "tls": dict(self.tls) if self.tls else None}
-
 
 @dataclass(frozen=True)
 class Experiment:
@@ -32,12 +29,6 @@ class Experiment:
     load: LoadSettings
     image: Mapping[str, str]
     hosts: tuple[Host, ...]
-
-    def condition(self, condition_id: str) -> Condition:
-        for condition in self.conditions:
-            if condition.id == condition_id:
-                return condition
-        raise KeyError(f"condition {condition_id!r} is not in preset {self.preset!r}")
 
 
 def _path(error: jsonschema.ValidationError) -> str:
@@ -117,9 +108,3 @@ def load_experiment(config: Mapping[str, Any], schema_path: Path = SCHEMA, sourc
         raise ConfigError(f"{source}: hosts: name {duplicates[0]!r} is used twice")
     hosts = tuple(Host(h["name"], h.get("url"), h.get("tls")) for h in config["hosts"])
     return Experiment(preset, tuple(conditions), load_settings, dict(config["image"]), hosts)
-
-
-def load_experiment_file(path: Path, overrides: Mapping[str, Any] | None = None) -> Experiment:
-    config = yaml.safe_load(Path(path).read_text())
-    config.update(overrides or {})
-    return load_experiment(config, source=str(Path(path).name))

@@ -421,7 +421,9 @@ def _stream_build(client: docker.DockerClient, what: str, **kwargs) -> str:
     lines: list[str] = []
     image_id = None
     try:
-        for msg in client.api.build(decode=True, rm=True, forcerm=True, **kwargs):
+        # Build steps use the host's network, so that an engine without a default
+        # bridge (a second engine on one machine, say) still reaches Debian's mirror.
+        for msg in client.api.build(decode=True, rm=True, forcerm=True, network_mode="host", **kwargs):
             if "stream" in msg:
                 for line in msg["stream"].splitlines():
                     if line.strip():
@@ -562,19 +564,6 @@ def ensure_variant(
         log.info("%s is up to date (%s)", image_tag(variant), image_id[:19])
         return image_id
     return build_variant(client, variant, base_image, root=root, next_build_dir=next_build_dir)
-
-
-def ensure_loadgen(client: docker.DockerClient, base_image: str, *, root: Path | None = None) -> str:
-    """``ensure_variant`` for the load generator image ``sidecar-bench/loadgen:latest``."""
-    return ensure_variant(client, LOADGEN, base_image, root=root)
-
-
-def client_for(url: str | None) -> docker.DockerClient:
-    """A Docker client for a host URL; None means the environment's default (``docker.from_env()``)."""
-    if url is None:
-        return docker.from_env()
-    # ssh:// goes through the ssh binary, so no paramiko is needed.
-    return docker.DockerClient(base_url=url, use_ssh_client=url.startswith("ssh://"))
 
 
 def describe(variant: str, base_image: str, image_ids: dict[str, str], versions: dict[str, str]) -> dict:
