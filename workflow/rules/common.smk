@@ -64,7 +64,9 @@ def get_image_digest(wildcards):
 
 
 def get_run_files(wildcards):
-    return [f"results/{wildcards.preset}/runs/{cid}.parquet" for cid in sorted(CONDITIONS)]
+    return [
+        f"results/{wildcards.preset}/runs/{cid}.parquet" for cid in sorted(CONDITIONS)
+    ]
 
 
 def get_final_outputs():

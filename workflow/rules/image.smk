@@ -6,10 +6,10 @@
 rule build_image:
     output:
         ref="results/images/{variant}.json",
+    log:
+        "results/logs/build_image/{variant}.log",
     params:
         digest=get_image_digest,
         base_image=EXPERIMENT.image["base"],
-    log:
-        "results/logs/build_image/{variant}.log",
     script:
         "../../scripts/build_image.py"

@@ -9,10 +9,10 @@ rule run_condition:
         loadgen_image="results/images/loadgen.json",
     output:
         run="results/{preset}/runs/{condition}.parquet",
+    log:
+        "results/{preset}/logs/run_condition/{condition}.log",
     params:
         condition=get_condition,
         load=EXPERIMENT.load.measured(),
-    log:
-        "results/{preset}/logs/run_condition/{condition}.log",
     script:
         "../../scripts/run_condition.py"
