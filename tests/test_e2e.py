@@ -34,13 +34,19 @@ def finished(tmp_path_factory):
     """The e2e preset, run for real once; tests below only read or dry-run it."""
     project = copy_project(tmp_path_factory.mktemp("e2e") / "project")
     write_config(project, **e2e_config())
+    before = {c.id for c in project_containers()}
     done = snakemake(project, timeout=1500)
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
-    return project, done.stdout + done.stderr
+    return project, done.stdout + done.stderr, before
+
+
+def project_containers():
+    client = docker.from_env()
+    return client.containers.list(all=True, filters={"label": "org.sidecar-bench.project=sidecar-bench"})
 
 
 def test_every_condition_has_a_run_file_with_raw_requests(finished):
-    project, _ = finished
+    project, _, _ = finished
     runs = sorted((project / "results" / "e2e" / "runs").glob("*.parquet"))
     assert {p.stem for p in runs} == ALL
     for path in runs:
@@ -57,13 +63,13 @@ def test_every_condition_has_a_run_file_with_raw_requests(finished):
 
 
 def test_no_container_is_left_behind(finished):
-    client = docker.from_env()
-    left = client.containers.list(all=True, filters={"label": "org.sidecar-bench.project=sidecar-bench"})
-    assert [c.name for c in left] == []
+    # Only this run's: a run killed outright elsewhere (kill -9) can leave its own.
+    _, _, before = finished
+    assert [c.name for c in project_containers() if c.id not in before] == []
 
 
 def test_summary_tables_and_charts_are_made(finished):
-    project, _ = finished
+    project, _, _ = finished
     results = project / "results" / "e2e"
     summary = pd.read_parquet(results / "summary.parquet")
     assert set(summary["condition_id"]) == ALL
@@ -76,12 +82,23 @@ def test_summary_tables_and_charts_are_made(finished):
 
 
 def test_progress_is_shown_while_the_matrix_runs(finished):
-    _, output = finished
-    assert "[1/3]" in output or "1 of" in output
+    _, output, _ = finished
+    assert "sidecar-bench: start" in output
+    assert "[3/3 done, ETA 0m]" in output
+
+
+def test_the_report_is_one_self_contained_file(finished):
+    project, _, _ = finished
+    report = project / "results" / "e2e" / "report.html"
+    done = snakemake(project, "--report", str(report))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    text = report.read_text()
+    for name in ("latency_rps_vs_load", "rps_grid_go", "summary.csv"):
+        assert name in text, name
 
 
 def test_unchanged_project_has_nothing_to_do(finished):
-    project, _ = finished
+    project, _, _ = finished
     plan = dry_run(project)
     assert plan.returncode == 0, plan.output
     assert plan.nothing_to_do, plan.output
@@ -102,7 +119,7 @@ def edited(path, text):
 
 
 def test_editing_the_sidecar_reruns_only_sidecar_conditions(finished):
-    project, _ = finished
+    project, _, _ = finished
     with edited(project / "task-image" / "sidecar" / "sidecar.py", "\n# edited\n"):
         plan = dry_run(project)
     assert plan.conditions == {GO_SIDECAR, NEXT_SIDECAR}
@@ -111,14 +128,14 @@ def test_editing_the_sidecar_reruns_only_sidecar_conditions(finished):
 
 
 def test_touching_a_file_without_changing_it_reruns_nothing(finished):
-    project, _ = finished
+    project, _, _ = finished
     sidecar = project / "task-image" / "sidecar" / "sidecar.py"
     sidecar.write_text(sidecar.read_text())
     assert dry_run(project).nothing_to_do
 
 
 def test_editing_the_go_app_reruns_only_go_conditions(finished):
-    project, _ = finished
+    project, _, _ = finished
     with edited(project / "task-image" / "app-go" / "main.go", "\n// edited\n"):
         plan = dry_run(project)
     assert plan.conditions == {GO_ALONE, GO_SIDECAR}
@@ -126,7 +143,7 @@ def test_editing_the_go_app_reruns_only_go_conditions(finished):
 
 
 def test_changing_the_duration_reruns_every_condition(finished):
-    project, _ = finished
+    project, _, _ = finished
     write_config(project, **e2e_config(duration_s=3))
     try:
         plan = dry_run(project)
@@ -138,7 +155,7 @@ def test_changing_the_duration_reruns_every_condition(finished):
 
 
 def test_adding_a_condition_runs_only_that_one(finished):
-    project, _ = finished
+    project, _, _ = finished
     config = e2e_config()
     config["sets"]["e2e_go"]["sidecar_load_pct"] = [10, 20]
     write_config(project, **config)
@@ -151,7 +168,7 @@ def test_adding_a_condition_runs_only_that_one(finished):
 
 
 def test_removing_a_condition_reruns_only_the_aggregates(finished):
-    project, _ = finished
+    project, _, _ = finished
     config = e2e_config()
     config["presets"]["e2e"]["sets"] = ["e2e_go"]
     write_config(project, **config)

@@ -304,3 +304,19 @@ def test_a_host_the_image_rule_did_not_see_gets_its_images_built(client, tmp_pat
     meta = record.read_run_meta(out)
     assert meta["environment"]["host_name"] == "local"
     assert meta["environment"]["image_id"] == client.images.get(image.image_tag("go")).id
+
+
+@pytest.mark.docker
+def test_containers_of_a_run_that_died_are_removed_before_the_next(client, engine):
+    # A run killed with SIGKILL cannot clean up; its task would burn CPU beside later runs.
+    labels = {runner.PROJECT_LABEL: runner.PROJECT, runner.CONDITION_LABEL: "go_cpu9_mem9_sc0_load00"}
+    stale = client.containers.run(image_for(client, "sidecar-bench/loadgen:latest").id, ["sleep", "300"],
+                                  detach=True, labels=labels, network_mode="none")
+    try:
+        assert stale.name in job.remove_stale_containers(client)
+        assert not client.containers.list(all=True, filters={"id": stale.id})
+    finally:
+        try:
+            stale.remove(force=True)
+        except docker.errors.NotFound:
+            pass

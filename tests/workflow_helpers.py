@@ -49,9 +49,9 @@ class Plan:
         return "Nothing to be done" in self.output
 
 
-def snakemake(workdir: Path, *args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, cores: int = 1, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [SNAKEMAKE, "--cores", "1", "--directory", str(workdir), "--snakefile", str(workdir / "Snakefile"), *args],
+        [SNAKEMAKE, "--cores", str(cores), "--directory", str(workdir), "--snakefile", str(workdir / "Snakefile"), *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -24,9 +24,28 @@ import docker.errors
 
 from .conditions import LoadSettings
 from .hosts import HostError, host_lock
-from .runner import HEY_GRACE_S, RunError, as_condition, as_load, engine_address, run_condition, signals_raise
+from .runner import (CONDITION_LABEL, HEY_GRACE_S, PROJECT, PROJECT_LABEL, RunError, as_condition, as_load,
+                     engine_address, run_condition, signals_raise)
 
 log = logging.getLogger("sidecar_bench.runner")
+
+def remove_stale_containers(client: docker.DockerClient) -> list[str]:
+    """Remove containers of runs that died without cleaning up (kill -9, a lost machine).
+
+    Called under the engine lock: no other run of ours can be measuring on this engine,
+    so every container with the project label is stale, and a stale task's sidecars
+    would otherwise keep burning CPU beside the next measurement.
+    """
+    stale = client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"})
+    for container in stale:
+        log.warning("removing container %s left by a run that did not finish (%s)", container.name,
+                    container.labels.get(CONDITION_LABEL, "?"))
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+    return [container.name for container in stale]
+
 
 def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping[str, Any],
               image_settings: Mapping[str, Any]) -> str:
@@ -110,6 +129,7 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
         with lock as (host, client):
             print(progress_line("start", cond.id, host["name"], settings, progress), file=terminal, flush=True)
             try:
+                remove_stale_containers(client)
                 task_id = _image_on(client, host, task_ref, image_settings or {})
                 loadgen_id = _image_on(client, host, refs["loadgen"], image_settings or {})
                 path = run_condition(client, cond, settings, task_id, loadgen_id, out, host["name"],

@@ -1,0 +1,96 @@
+"""Two Docker engines: the matrix spreads over both, one measurement per engine at a time.
+
+The test starts a second dockerd of its own (own data root, socket and engine id,
+no bridge network: tasks need only loopback) beside the machine's engine, and
+runs a small matrix with --cores 2 over both.
+"""
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import docker
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from workflow_helpers import ROOT, copy_project, snakemake, write_config
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def second_engine():
+    # A short path: unix socket paths are limited to 108 bytes.
+    base = Path(tempfile.mkdtemp(prefix="sb-engine-", dir="/tmp"))
+    # Its own key file gives the engine an id of its own (the lock is per engine id).
+    (base / "daemon.json").write_text(json.dumps({"deprecated-key-path": str(base / "key.json")}))
+    socket = base / "docker.sock"
+    log = open(base / "dockerd.log", "w")
+    dockerd = subprocess.Popen(
+        [
+            "dockerd", "--config-file", str(base / "daemon.json"), "--data-root", str(base / "data"),
+            "--exec-root", str(base / "exec"), "--pidfile", str(base / "docker.pid"), "-H", f"unix://{socket}",
+            "--bridge=none", "--iptables=false", "--ip-masq=false",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"unix://{socket}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            docker.DockerClient(base_url=url).ping()
+            break
+        except docker.errors.DockerException:
+            if time.monotonic() > deadline or dockerd.poll() is not None:
+                pytest.fail(f"the second dockerd did not start:\n{(base / 'dockerd.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+    yield url
+    dockerd.terminate()
+    dockerd.wait(timeout=60)
+    log.close()
+    # dockerd leaves its network namespace mount behind.
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(str(base))), reverse=True):
+        subprocess.run(["umount", "-l", mount], check=False)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def windows(runs):
+    for path in runs:
+        meta = json.loads(pq.read_schema(path).metadata[b"sidecar_bench"])
+        env = meta["environment"]
+        yield env["host_name"], env["engine_id"], datetime.fromisoformat(env["run_start"]), datetime.fromisoformat(env["run_end"])
+
+
+def test_the_matrix_spreads_over_two_engines_without_overlap_on_either(tmp_path, second_engine):
+    project = copy_project(tmp_path / "project")
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["sets"]["two"] = dict(app=["go"], vcpu=[0.5, 1], memory_mb=[512], sidecar_count=[0, 1], sidecar_load_pct=[10])
+    config["presets"]["two"] = {"sets": ["two"], "load": {"duration_s": 3}}
+    hosts = [{"name": "first", "url": None}, {"name": "second", "url": second_engine}]
+    write_config(project, preset="two", presets=config["presets"], sets=config["sets"], hosts=hosts)
+    done = snakemake(project, cores=2, timeout=1500)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+
+    runs = sorted((project / "results" / "two" / "runs").glob("*.parquet"))
+    assert len(runs) == 4
+    spans = list(windows(runs))
+    assert {name for name, *_ in spans} == {"first", "second"}
+    assert len({engine for _, engine, *_ in spans}) == 2
+    for name in ("first", "second"):
+        mine = sorted((start, end) for host, _, start, end in spans if host == name)
+        for (_, end), (start, _) in zip(mine, mine[1:]):
+            assert end <= start, f"two runs overlapped on engine {name}"
+    across = [
+        (a, b) for a in spans for b in spans
+        if a[0] == "first" and b[0] == "second" and a[2] < b[3] and b[2] < a[3]
+    ]
+    assert across, "no two runs measured at once on the two engines"
+    images = json.loads((project / "results" / "images" / "go-sidecar.json").read_text())
+    assert set(images["hosts"]) == {"first", "second"}
