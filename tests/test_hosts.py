@@ -1,11 +1,12 @@
 """Two Docker engines: the matrix spreads over both, one measurement per engine at a time.
 
-The test starts a second dockerd of its own (own data root, socket and engine id,
-no bridge network: tasks need only loopback) beside the machine's engine, and
+The test starts a second dockerd of its own (own data root, socket, engine id and
+bridge; tasks need only loopback) beside the machine's engine, and
 runs a small matrix with --cores 2 over both.
 """
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -30,12 +31,17 @@ def second_engine():
     # Its own key file gives the engine an id of its own (the lock is per engine id).
     (base / "daemon.json").write_text(json.dumps({"deprecated-key-path": str(base / "key.json")}))
     socket = base / "docker.sock"
+    # A bridge of its own: started with --bridge=none, dockerd deletes the interface
+    # docker0, which the machine's engine needs. No traffic is sent over it.
+    bridge = f"sbbr{os.getpid() % 100000}"
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
     log = open(base / "dockerd.log", "w")
     dockerd = subprocess.Popen(
         [
             "dockerd", "--config-file", str(base / "daemon.json"), "--data-root", str(base / "data"),
             "--exec-root", str(base / "exec"), "--pidfile", str(base / "docker.pid"), "-H", f"unix://{socket}",
-            "--bridge=none", "--iptables=false", "--ip-masq=false",
+            f"--bridge={bridge}", "--iptables=false", "--ip-masq=false",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -59,6 +65,7 @@ def second_engine():
     for mount in sorted((m for m in mounts if m.startswith(str(base))), reverse=True):
         subprocess.run(["umount", "-l", mount], check=False)
     shutil.rmtree(base, ignore_errors=True)
+    subprocess.run(["ip", "link", "delete", bridge], check=False)
 
 
 def windows(runs):

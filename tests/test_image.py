@@ -340,6 +340,8 @@ def test_build_image_script_writes_the_ref_for_every_host(images, tmp_path):
         base_image="debian:bookworm-slim",
         base_fallback="debootstrap",
         ref_path=ref,
+        # This module already holds the engine's lock in the machine-wide lock dir.
+        locks=tmp_path / "locks",
     )
     data = json.loads(ref.read_text())
     assert data["tag"] == "sidecar-bench/task:go-sidecar"
