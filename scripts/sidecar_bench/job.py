@@ -123,23 +123,22 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     with signals_raise():
         started = time.monotonic()
         try:
-            lock = host_lock(hosts, lock_dir, timeout, f"{cond.id} pid {os.getpid()}")
+            with host_lock(hosts, lock_dir, timeout, f"{cond.id} pid {os.getpid()}") as (host, client):
+                print(progress_line("start", cond.id, host["name"], settings, progress), file=terminal, flush=True)
+                try:
+                    remove_stale_containers(client)
+                    task_id = _image_on(client, host, task_ref, image_settings or {})
+                    loadgen_id = _image_on(client, host, refs["loadgen"], image_settings or {})
+                    path = run_condition(client, cond, settings, task_id, loadgen_id, out, host["name"],
+                                         {"image_inputs_digest_ref": task_ref.get("inputs_digest"),
+                                          # The address as configured: the SDK hides ssh:// and the socket.
+                                          "docker_host": host.get("url") or engine_address(client)})
+                except BaseException as err:
+                    reason = (str(err).splitlines() or [type(err).__name__])[0]
+                    print(f"sidecar-bench: FAILED {cond.id} on {host['name']}: {reason}", file=terminal, flush=True)
+                    raise
         except HostError as err:
             raise RunError(f"{cond.id}: {err}") from None
-        with lock as (host, client):
-            print(progress_line("start", cond.id, host["name"], settings, progress), file=terminal, flush=True)
-            try:
-                remove_stale_containers(client)
-                task_id = _image_on(client, host, task_ref, image_settings or {})
-                loadgen_id = _image_on(client, host, refs["loadgen"], image_settings or {})
-                path = run_condition(client, cond, settings, task_id, loadgen_id, out, host["name"],
-                                     {"image_inputs_digest_ref": task_ref.get("inputs_digest"),
-                                      # The address as configured: the SDK hides ssh:// and the socket.
-                                      "docker_host": host.get("url") or engine_address(client)})
-            except BaseException as err:
-                reason = (str(err).splitlines() or [type(err).__name__])[0]
-                print(f"sidecar-bench: FAILED {cond.id} on {host['name']}: {reason}", file=terminal, flush=True)
-                raise
         wall = time.monotonic() - started
     log.info("%s: job wall time %.1f s, measured %g s, overhead %.1f s", cond.id, wall, settings.duration_s,
              wall - settings.duration_s - settings.warmup_s)
