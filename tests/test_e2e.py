@@ -2,6 +2,7 @@
 on the real Docker engine, then `snakemake -n` shows which conditions each kind of
 change reruns."""
 
+import contextlib
 import json
 
 import docker
@@ -104,18 +105,15 @@ def test_unchanged_project_has_nothing_to_do(finished):
     assert plan.nothing_to_do, plan.output
 
 
+@contextlib.contextmanager
 def edited(path, text):
     """Append text to a file for the duration of a with-block."""
-
-    class Edit:
-        def __enter__(self):
-            self.before = path.read_text()
-            path.write_text(self.before + text)
-
-        def __exit__(self, *exc):
-            path.write_text(self.before)
-
-    return Edit()
+    before = path.read_text()
+    path.write_text(before + text)
+    try:
+        yield
+    finally:
+        path.write_text(before)
 
 
 def test_editing_the_sidecar_reruns_only_sidecar_conditions(finished):
