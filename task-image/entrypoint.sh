@@ -1,7 +1,8 @@
 #!/bin/bash
 # Entrypoint of the sidecar-bench task image: one container = one ECS-style task.
 # Starts the app (APP_TYPE=go|next) and SIDECAR_COUNT sidecars (roles proxy, agent,
-# log_router, in that order) at SIDECAR_LOAD % of one core each, all in this
+# log_router, in that order) at SIDECAR_LOAD % of one core each (SIDECAR_BURN=wall|cpu
+# time, default wall as in the article), all in this
 # container's cgroup; writes "ROLE PID" lines to /run/sidecar-bench/roles; forwards
 # SIGTERM/SIGINT to every process; exits with the app's status if the app dies.
 set -u
@@ -21,6 +22,7 @@ fail() {
 APP_TYPE=${APP_TYPE-}
 SIDECAR_COUNT=${SIDECAR_COUNT-0}
 SIDECAR_LOAD=${SIDECAR_LOAD-0}
+SIDECAR_BURN=${SIDECAR_BURN-wall}
 
 # --- validate the environment before starting anything -------------------------
 case "$APP_TYPE" in
@@ -44,6 +46,11 @@ load_frac=${BASH_REMATCH[3]}
 if (( load_int > 100 )) || { (( load_int == 100 )) && [[ $load_frac =~ [1-9] ]]; }; then
     fail "SIDECAR_LOAD='$SIDECAR_LOAD' is not a number in 0..100 (percent of one core per sidecar)"
 fi
+
+case "$SIDECAR_BURN" in
+    wall|cpu) ;;
+    *) fail "SIDECAR_BURN='$SIDECAR_BURN' is not one of: wall, cpu" ;;
+esac
 
 if (( SIDECAR_COUNT > 0 )) && [[ ! -f $SIDECAR_SCRIPT ]]; then
     fail "SIDECAR_COUNT='$SIDECAR_COUNT' but this image has no sidecar ($SIDECAR_SCRIPT): app-only variant; use sidecar-bench/task:${APP_TYPE}-sidecar"
@@ -84,7 +91,7 @@ roles="app $APP_PID"$'\n'
 
 for (( i = 0; i < SIDECAR_COUNT; i++ )); do
     role=${SIDECAR_ROLES[$i]}
-    python3 "$SIDECAR_SCRIPT" --role "$role" --load "$SIDECAR_LOAD" &
+    python3 "$SIDECAR_SCRIPT" --role "$role" --load "$SIDECAR_LOAD" --burn "$SIDECAR_BURN" &
     ROLE_OF[$!]=$role
     PIDS+=("$!")
     roles+="$role $!"$'\n'

@@ -111,7 +111,7 @@ def bad(path, value):
         (["load", "duration_s"], "30s", "config.yaml: load.duration_s: '30s' is not of type 'number'"),
         (["load", "concurrency"], 0, "config.yaml: load.concurrency: 0 is less than the minimum of 1"),
         (["hosts"], [{"name": "a", "url": "http://x"}], "config.yaml: hosts[0].url: 'http://x' does not match '^(unix|ssh|tcp|npipe)://'"),
-        (["preset"], "nope", "config.yaml: preset: 'nope' is not one of the presets (article, quick)"),
+        (["preset"], "nope", "config.yaml: preset: 'nope' is not one of the presets (article, article-cpu, quick)"),
         (["presets", "quick", "sets"], ["quick", "missing"], "config.yaml: sets: no set named 'missing'"),
     ],
 )
@@ -128,7 +128,8 @@ def test_defaults_are_filled_from_the_schema():
     config = copy.deepcopy(CONFIG)
     del config["load"], config["image"], config["hosts"]
     checked = check_config(config)
-    assert checked["load"] == {"duration_s": 30, "concurrency": 10, "warmup_s": 0, "ready_timeout_s": 120}
+    assert checked["load"] == {"duration_s": 30, "concurrency": 10, "warmup_s": 0, "ready_timeout_s": 120,
+                               "sidecar_burn": "wall"}
     assert checked["image"]["base"] == "debian:bookworm-slim"
     assert checked["hosts"] == [{"name": "local", "url": None}]
 
@@ -146,3 +147,12 @@ def test_numbers_given_on_the_command_line_are_numbers():
     assert experiment.load.concurrency == 4
     with pytest.raises(ConfigError, match=r"load.duration_s: '15s' is not of type 'number'"):
         load_experiment(CONFIG | {"load": {"duration_s": "15s"}})
+
+
+def test_sidecar_burn_is_a_measured_setting_and_is_checked():
+    experiment = load_experiment(CONFIG | {"preset": "article-cpu"})
+    assert experiment.load.sidecar_burn == "cpu"
+    assert experiment.load.measured()["sidecar_burn"] == "cpu"
+    assert "ready_timeout_s" not in experiment.load.measured()
+    with pytest.raises(ConfigError, match=r"load.sidecar_burn: 'gpu' is not one of \['wall', 'cpu'\]"):
+        load_experiment(CONFIG | {"load": {"sidecar_burn": "gpu"}})

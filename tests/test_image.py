@@ -242,7 +242,8 @@ def test_sidecar_count_starts_exactly_that_many_sidecars_with_roles(containers, 
         code, out = task.exec_run(["cat", f"/proc/{pid}/cmdline"])
         assert code == 0, f"{role} (pid {pid}) is not running"
         argv = out.decode().rstrip("\0").split("\0")
-        expected = ["/app/app-go"] if role == "app" else ["python3", "/sidecar/sidecar.py", "--role", role, "--load", "2.5"]
+        expected = ["/app/app-go"] if role == "app" else ["python3", "/sidecar/sidecar.py", "--role", role, "--load", "2.5",
+                                                                "--burn", "wall"]
         assert argv == expected
     # And no other sidecar runs: the engine's process list of the whole container.
     top = task.top()
@@ -251,9 +252,11 @@ def test_sidecar_count_starts_exactly_that_many_sidecars_with_roles(containers, 
 
 
 @pytest.mark.docker
-def test_sidecar_burns_its_share_by_kernel_accounting(containers, images):
+@pytest.mark.parametrize("burn", ["wall", "cpu"])
+def test_sidecar_burns_its_share_by_kernel_accounting(containers, images, burn):
     """15 % of one core over 5 s, from /proc/PID/stat (not the sidecar's own claim)."""
-    task = containers(image.image_tag("go-sidecar"), environment={"SIDECAR_COUNT": "1", "SIDECAR_LOAD": "15"})
+    task = containers(image.image_tag("go-sidecar"),
+                      environment={"SIDECAR_COUNT": "1", "SIDECAR_LOAD": "15", "SIDECAR_BURN": burn})
     pid = dict(_read_roles(task))["proxy"]
     code, out = task.exec_run(["getconf", "CLK_TCK"])
     hz = int(out)
@@ -277,6 +280,7 @@ def test_sidecar_burns_its_share_by_kernel_accounting(containers, images):
         ({"SIDECAR_COUNT": "7"}, "SIDECAR_COUNT='7' is not an integer in 0..3"),
         ({"SIDECAR_LOAD": "-5"}, "SIDECAR_LOAD='-5' is not a number in 0..100"),
         ({"APP_TYPE": "next"}, "APP_TYPE='next' but this image has no Next.js app"),
+        ({"SIDECAR_BURN": "gpu"}, "SIDECAR_BURN='gpu' is not one of: wall, cpu"),
     ],
 )
 def test_bad_environment_fails_fast_with_its_message(containers, images, env, message):

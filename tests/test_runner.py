@@ -193,6 +193,27 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
 
 
 @pytest.mark.docker
+def test_cpu_burning_sidecars_get_most_of_their_load_under_throttling(client, engine, tmp_path):
+    # Under throttling a wall-clock sidecar loses busy time to the clock; a CPU-time one keeps spinning.
+    image_for(client, "sidecar-bench/task:go-sidecar")
+    condition = Condition("go", 0.25, 2039, 3, 5)
+    share = {}
+    for burn in ("wall", "cpu"):
+        out = tmp_path / f"{burn}.parquet"
+        load = LoadSettings(duration_s=3, concurrency=10, ready_timeout_s=60, sidecar_burn=burn)
+        runner.run_condition(client, condition, load, "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest",
+                             out, "local")
+        meta = record.read_run_meta(out)
+        sidecars = [p["cpu_s"] for p in meta["processes"] if p["role"] != "app"]
+        share[burn] = 100 * sum(sidecars) / meta["cgroup"]["wall_s"]
+    target = condition.total_sidecar_load_pct
+    # CPU-time sidecars get most of their load beside a saturating app; wall-clock ones
+    # get at most theirs, and often far less (how much less varies from run to run).
+    assert share["cpu"] >= 0.6 * target, share
+    assert share["wall"] <= 1.2 * target, share
+
+
+@pytest.mark.docker
 def test_app_killed_for_memory_fails_with_the_reason_and_leaves_nothing(client, engine, tmp_path):
     image_for(client, "sidecar-bench/task:next")
     condition = Condition("next", 1, 16, 0, 0)
@@ -207,7 +228,7 @@ def test_app_killed_for_memory_fails_with_the_reason_and_leaves_nothing(client, 
 def test_unknown_app_type_fails_with_the_entrypoints_message(client, engine, tmp_path, monkeypatch):
     image_for(client, "sidecar-bench/task:go")
     condition = Condition("go", 0.5, 2041, 0, 0)
-    monkeypatch.setattr(runner, "task_environment", lambda c: {"APP_TYPE": "cobol", "SIDECAR_COUNT": "0",
+    monkeypatch.setattr(runner, "task_environment", lambda c, burn="wall": {"APP_TYPE": "cobol", "SIDECAR_COUNT": "0",
                                                                 "SIDECAR_LOAD": "0"})
     with pytest.raises(runner.RunError, match=r"(?s)go_cpu0.5_mem2041.*exit code 64.*APP_TYPE='cobol'"):
         runner.run_condition(client, condition, LoadSettings(duration_s=3, ready_timeout_s=30),

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 APPS = ("go", "next")
 ROLES = ("proxy", "agent", "log_router")
 MAX_SIDECARS = len(ROLES)
+BURNS = ("wall", "cpu")
 
 
 class ConfigError(ValueError):
@@ -88,6 +89,8 @@ class LoadSettings:
     concurrency: int = 10
     warmup_s: float = 0
     ready_timeout_s: float = 120
+    # How sidecars measure their busy time: "wall" (the article) or "cpu".
+    sidecar_burn: str = "wall"
 
     def __post_init__(self) -> None:
         if not self.duration_s > 0:
@@ -98,6 +101,8 @@ class LoadSettings:
             raise ConfigError(f"load.warmup_s: {self.warmup_s!r} is not >= 0")
         if not self.ready_timeout_s > 0:
             raise ConfigError(f"load.ready_timeout_s: {self.ready_timeout_s!r} is not > 0")
+        if self.sidecar_burn not in BURNS:
+            raise ConfigError(f"load.sidecar_burn: {self.sidecar_burn!r} is not one of {', '.join(BURNS)}")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

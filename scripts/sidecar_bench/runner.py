@@ -138,11 +138,12 @@ def container_name(condition: Condition, run_id: str, part: str) -> str:
     return f"sidecar-bench-{condition.id}-{run_id[:12]}-{part}"
 
 
-def task_environment(condition: Condition) -> dict[str, str]:
+def task_environment(condition: Condition, sidecar_burn: str = "wall") -> dict[str, str]:
     return {
         "APP_TYPE": condition.app,
         "SIDECAR_COUNT": str(condition.sidecar_count),
         "SIDECAR_LOAD": f"{condition.sidecar_load_pct:g}",
+        "SIDECAR_BURN": sidecar_burn,
     }
 
 
@@ -215,7 +216,7 @@ class Measurement:
             self.task_image.id,
             detach=True,
             name=container_name(condition, self.run_id, "task"),
-            environment=task_environment(condition),
+            environment=task_environment(condition, self.load.sidecar_burn),
             labels=labels(condition, self.run_id, "task"),
             nano_cpus=round(condition.vcpu * 1e9),
             mem_limit=memory,

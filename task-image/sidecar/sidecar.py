@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """A stand-in sidecar for sidecar-bench: burns a target CPU share in 100 ms cycles.
 
-Each cycle busy-loops for share x 100 ms of wall-clock time, then sleeps for the
-rest of the cycle (the article's method: 5 % = 5 ms busy + 95 ms sleep). Busy
-time is wall clock, not CPU time, as in the article: under a CPU limit the
-sidecar may get less CPU than it asks for, and the runner measures what it
-really used from the kernel's accounting (/proc/PID/stat), not from here.
+Each cycle busy-loops for share x 100 ms, then sleeps for the rest of the cycle
+(the article's method: 5 % = 5 ms busy + 95 ms sleep). With --burn wall (the
+default, as in the article) the busy time is wall-clock time: while the task is
+throttled the clock runs on, so the sidecar gets less CPU than it asks for. With
+--burn cpu it spins until it has used share x 100 ms of CPU time, as a sidecar
+with a fixed amount of work per cycle would. Either way the runner measures
+what it really used from the kernel's accounting (/proc/PID/stat), not from here.
 
-Usage: python3 sidecar.py --role proxy --load 5
+Usage: python3 sidecar.py --role proxy --load 5 [--burn wall|cpu]
 """
 
 import argparse
@@ -17,6 +19,7 @@ import sys
 import time
 
 ROLES = ("proxy", "agent", "log_router")
+BURNS = ("wall", "cpu")
 CYCLE_S = 0.100
 
 _stop = False
@@ -42,18 +45,21 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--role", required=True, choices=ROLES, help="sidecar role name")
     parser.add_argument("--load", required=True, type=parse_load, help="target CPU share in percent of one core")
+    parser.add_argument("--burn", default="wall", choices=BURNS,
+                        help="busy for share x 100 ms of wall-clock time (the article) or of CPU time")
     return parser.parse_args(argv)
 
 
-def run(load_pct: float) -> None:
+def run(load_pct: float, burn: str = "wall") -> None:
     busy_s = CYCLE_S * load_pct / 100.0
+    clock = time.monotonic if burn == "wall" else time.process_time
     # Cycles are laid on a fixed grid so that a late wake-up shortens the next
     # sleep instead of stretching every cycle (the share stays share / 100 ms).
     next_cycle = time.monotonic()
     while not _stop:
         cycle_start = next_cycle
-        busy_until = cycle_start + busy_s
-        while time.monotonic() < busy_until and not _stop:
+        busy_until = clock() + busy_s
+        while clock() < busy_until and not _stop:
             pass
         next_cycle = cycle_start + CYCLE_S
         now = time.monotonic()
@@ -68,8 +74,9 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, _request_stop)
     signal.signal(signal.SIGINT, _request_stop)
-    print(f"sidecar {args.role}: {args.load:g} % of one core in {CYCLE_S * 1000:.0f} ms cycles", flush=True)
-    run(args.load)
+    print(f"sidecar {args.role}: {args.load:g} % of one core in {CYCLE_S * 1000:.0f} ms cycles "
+          f"({args.burn} time)", flush=True)
+    run(args.load, args.burn)
     return 0
 
 
