@@ -9,7 +9,8 @@ import pytest
 
 from sidecar_bench import record, reference
 from sidecar_bench.conditions import Condition
-from sidecar_bench.runfile import META_KEY, RunFileError
+from sidecar_bench.record import METADATA_KEY as META_KEY
+from sidecar_bench.runfile import RunFileError
 from sidecar_bench.stats import (SUMMARY_COLUMNS, breaking_point, latency_stats, nearest_rank, period_level,
                                  summarise_run, summarise_runs)
 from sidecar_bench.synthetic import write_run

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .record import METADATA_KEY as META_KEY, RunFileError, read_run_meta
+from .record import RunFileError, read_run_meta
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:
