@@ -156,3 +156,15 @@ def test_sidecar_burn_is_a_measured_setting_and_is_checked():
     assert "ready_timeout_s" not in experiment.load.measured()
     with pytest.raises(ConfigError, match=r"load.sidecar_burn: 'gpu' is not one of \['wall', 'cpu'\]"):
         load_experiment(CONFIG | {"load": {"sidecar_burn": "gpu"}})
+
+
+def test_repeats_come_from_the_preset_unless_given_at_the_top():
+    config = copy.deepcopy(CONFIG)
+    config["presets"]["quick"]["repeats"] = 2
+    assert load_experiment(config | {"preset": "quick"}).repeats == 2
+    assert load_experiment(config | {"preset": "quick", "repeats": "3"}).repeats == 3
+    assert load_experiment(config | {"preset": "quick", "repeats": None}).repeats == 2
+    del config["presets"]["quick"]["repeats"]
+    assert load_experiment(config | {"preset": "quick"}).repeats == 1
+    with pytest.raises(ConfigError, match=r"config.yaml: presets.quick.repeats: 0 is less than the minimum of 1"):
+        load_experiment(config | {"preset": "quick", "presets": {**config["presets"], "quick": {"sets": ["quick"], "repeats": 0}}})

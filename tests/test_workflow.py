@@ -82,3 +82,27 @@ def test_snakemake_lint_finds_only_the_missing_conda_envs():
     lints = [line.strip() for line in output.splitlines() if line.strip().startswith("* ")]
     assert lints, output
     assert set(lints) == {"* Specify a conda environment or container for each rule.:"}, output
+
+
+def test_repeats_plan_one_job_per_repetition(project):
+    plan = dry_run(project, "--config", "preset=quick", "repeats=3")
+    assert plan.returncode == 0, plan.output
+    assert plan.jobs["run_condition"] == 12
+    assert plan.repeats == {1, 2, 3}
+    assert "results/quick/runs/go_cpu0.25_mem2048_sc3_load05/rep3.parquet" in plan.output
+
+
+def test_a_presets_repeats_is_its_default_and_the_command_line_overrides_it(project):
+    config = write_config(project)
+    config["presets"]["quick"]["repeats"] = 2
+    import yaml
+
+    (project / "config.yaml").write_text(yaml.safe_dump(config))
+    assert dry_run(project, "--config", "preset=quick").jobs["run_condition"] == 8
+    assert dry_run(project, "--config", "preset=quick", "repeats=1").jobs["run_condition"] == 4
+
+
+def test_repeats_zero_names_the_key_and_the_value(project):
+    done = snakemake(project, "--dry-run", "--config", "preset=quick", "repeats=0")
+    assert done.returncode != 0
+    assert "config.yaml: repeats: 0 is less than the minimum of 1" in done.stdout + done.stderr

@@ -43,6 +43,7 @@ class Plan:
     jobs: Counter
     conditions: set
     variants: set
+    repeats: set
 
     @property
     def nothing_to_do(self) -> bool:
@@ -76,4 +77,5 @@ def dry_run(workdir: Path, *args: str) -> Plan:
                 in_table = False
     conditions = set(re.findall(r"condition=([\w.]+)", output))
     variants = set(re.findall(r"variant=([\w-]+)", output))
-    return Plan(done.returncode, output, jobs, conditions, variants)
+    repeats = {int(rep) for rep in re.findall(r"repeat=(\d+)", output)}
+    return Plan(done.returncode, output, jobs, conditions, variants, repeats)

@@ -29,6 +29,8 @@ class Experiment:
     load: LoadSettings
     image: Mapping[str, str]
     hosts: tuple[Host, ...]
+    # Repetitions of every condition: the preset's, or the top-level override (--config repeats=3).
+    repeats: int = 1
 
 
 def _path(error: jsonschema.ValidationError) -> str:
@@ -77,7 +79,7 @@ def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: 
     schema = yaml.safe_load(Path(schema_path).read_text())
     config = copy.deepcopy(dict(config))
     # Numbers given on the command line (--config 'load={duration_s: 15}') arrive as text.
-    for section in ("load", "sets", "presets"):
+    for section in ("load", "sets", "presets", "repeats"):
         if section in config:
             config[section] = _numbers_from_text(config[section])
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
@@ -107,4 +109,5 @@ def load_experiment(config: Mapping[str, Any], schema_path: Path = SCHEMA, sourc
     if duplicates:
         raise ConfigError(f"{source}: hosts: name {duplicates[0]!r} is used twice")
     hosts = tuple(Host(h["name"], h.get("url"), h.get("tls")) for h in config["hosts"])
-    return Experiment(preset, tuple(conditions), load_settings, dict(config["image"]), hosts)
+    repeats = config["repeats"] if config.get("repeats") is not None else chosen.get("repeats", 1)
+    return Experiment(preset, tuple(conditions), load_settings, dict(config["image"]), hosts, repeats)

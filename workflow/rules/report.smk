@@ -11,6 +11,12 @@ rule aggregate_runs:
             caption="../report/summary.rst",
             category="Summary",
         ),
+        runs_parquet="results/{preset}/runs_summary.parquet",
+        runs_csv=report(
+            "results/{preset}/runs_summary.csv",
+            caption="../report/runs_summary.rst",
+            category="Summary",
+        ),
     log:
         "results/{preset}/logs/aggregate_runs.log",
     script:
