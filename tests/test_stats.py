@@ -1,4 +1,4 @@
-"""Statistics from raw samples, and the breaking-point rule on the article's own sweeps."""
+"""Statistics from raw samples."""
 
 import json
 from pathlib import Path
@@ -11,8 +11,7 @@ from sidecar_bench import record, reference
 from sidecar_bench.conditions import Condition
 from sidecar_bench.record import METADATA_KEY as META_KEY
 from sidecar_bench.runfile import RunFileError
-from sidecar_bench.stats import (SUMMARY_COLUMNS, breaking_point, latency_stats, nearest_rank, period_level,
-                                 summarise_run, summarise_runs)
+from sidecar_bench.stats import SUMMARY_COLUMNS, latency_stats, nearest_rank, summarise_run, summarise_runs
 from sidecar_bench.synthetic import write_run
 
 REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "article-results.csv"
@@ -176,75 +175,3 @@ def test_file_without_metadata_is_refused(tmp_path):
     pq.write_table(table, path)
     with pytest.raises(RunFileError, match="no '?sidecar_bench'? metadata"):
         summarise_run(path)
-
-
-# --- breaking points --------------------------------------------------------------------------------
-
-ARTICLE_BREAKS = {
-    ("go", 0.25, 3): (15, 18),
-    ("next", 0.25, 3): (3, 6),
-    ("next", 0.5, 3): (18, 21),
-    ("next", 0.25, 1): (6, 7),
-}
-
-
-@pytest.fixture(scope="module")
-def ref():
-    return reference.load_reference(REFERENCE)
-
-
-@pytest.mark.parametrize("setup", list(ARTICLE_BREAKS))
-def test_rule_finds_the_articles_breaking_points_in_its_published_numbers(ref, setup):
-    # Every P99 the article published for the setup: its sweep, P99 grid and change-point rows.
-    sweep = reference.sweep(ref, *setup, metric="p99_ms")
-    found = breaking_point(sweep.index, sweep.to_numpy())
-    assert found is not None
-    assert (found.before_load_pct, found.after_load_pct) == ARTICLE_BREAKS[setup]
-
-
-@pytest.mark.parametrize("setup", list(ARTICLE_BREAKS))
-def test_rule_finds_them_from_the_change_point_rows_alone(ref, setup):
-    points = reference.change_points(ref)
-    row = points[(points["app"] == setup[0]) & np.isclose(points["vcpu"], setup[1])
-                 & (points["sidecar_count"] == setup[2])].iloc[0]
-    found = breaking_point([row.before_load_pct, row.after_load_pct], [row.before_p99_ms, row.after_p99_ms])
-    assert (found.before_load_pct, found.after_load_pct) == ARTICLE_BREAKS[setup]
-
-
-def test_rule_ignores_noise_within_a_period():
-    # Go 0.25+3 at 0 -> 15 % (104.6 -> 109.1 ms) and Next 0.25+3 at 0 -> 3 % (288.4 -> 300.2 ms): no break.
-    assert breaking_point([0, 15], [104.6, 109.1]) is None
-    assert breaking_point([0, 3], [288.4, 300.2]) is None
-    assert breaking_point([0, 5, 10], [50, 40, 45]) is None  # falls and small rises
-    assert breaking_point([0], [100]) is None
-    assert breaking_point([], []) is None
-
-
-def test_period_crossing_needs_a_rise_of_five_percent_of_the_period():
-    # 101.5 -> 102.5 ms passes 100 + 2 ms but rises 1 ms: noise, not a break.
-    assert period_level(101.5) == 0 and period_level(102.5) == 1
-    assert breaking_point([0, 1], [101.5, 102.5]) is None
-    assert breaking_point([0, 1], [100, 104.9]) is None  # 4.9 ms < 5 ms
-    assert breaking_point([0, 1], [100, 105]).reason == "period"  # exactly 5 % of T = 100 ms
-    assert breaking_point([0, 1], [40, 43], period_ms=40).reason == "period"  # 5 % of 40 ms = 2 ms
-    assert breaking_point([0, 1], [41.5, 42.5], period_ms=40) is None
-
-
-def test_rule_reasons_and_unsorted_input():
-    assert breaking_point([20, 0, 10], [30, 10, 12]) is None  # sorted by load: 10 -> 12 -> 30 ms, no break
-    found = breaking_point([10, 0, 5], [160, 100.5, 101])
-    assert (found.before_load_pct, found.after_load_pct, found.reason) == (5, 10, "jump")
-    found = breaking_point([0, 1], [99, 104])
-    assert found.reason == "period"
-    # Repeated loads are averaged before stepping: (95 + 97) / 2 = 96 -> 150 is a jump of 54 ms.
-    found = breaking_point([0, 0, 1], [95, 97, 150])
-    assert found.before_p99_ms == pytest.approx(96)
-
-
-def test_period_level_counts_multiples_passed_by_more_than_the_margin():
-    assert period_level(99) == 0
-    assert period_level(102) == 0  # within 2 ms of 100
-    assert period_level(102.1) == 1
-    assert period_level(300.2) == 2
-    assert period_level(309) == 3
-    assert period_level(2 * 40 + 3, period_ms=40) == 2

@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import reference as refmod
 from .runfile import read_columns
-from .stats import breaking_point
+from .breaking import breaking_point
 from .tables import APP_NAMES, baseline_memory, runs_of
 
 # The article's four setups: app, vCPU, sidecar count.

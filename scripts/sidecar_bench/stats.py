@@ -28,11 +28,7 @@ Definitions (the tables and charts keep to these):
 - Task CPU % = usage_s / cgroup_wall_s x 100; CPU of a process = cpu_s /
   cgroup_wall_s x 100 (% of one core); "vs target" = used / target.
 
-Breaking point (see `breaking_point`): the first step of a load sweep at which
-P99 rises and either (jump) rises by at least half a CFS period (50 ms at
-T = 100 ms), or (period) moves past a multiple k of the CFS period by more
-than 2 ms (previous <= k*T + 2 ms < current) while rising by at least 5 % of
-the period (5 ms at T = 100 ms).
+Breaking points are in breaking.py.
 """
 
 from __future__ import annotations
@@ -52,10 +48,6 @@ from .runfile import RunFileError, read_columns, read_meta
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 SIDECAR_ROLES = ("proxy", "agent", "log_router")
 DEFAULT_PERIOD_MS = 100.0
-# Breaking-point rule parameters, in units that mean something for CFS throttling.
-JUMP_PERIOD_FRACTION = 0.5  # a rise of half a period: requests now wait for a later period
-CROSSING_MARGIN_MS = 2.0  # P99 within 2 ms of a period multiple is still "at" that multiple
-PERIOD_RISE_FRACTION = 0.05  # a "period" break must also rise by 5 % of a period (5 ms): 101.5 -> 102.5 is noise
 
 
 def percentile_name(p: float) -> str:
@@ -224,59 +216,3 @@ def environments(summary: pd.DataFrame) -> pd.DataFrame:
     if not keys or summary.empty:
         return pd.DataFrame()
     return summary[keys].fillna("?").drop_duplicates().reset_index(drop=True)
-
-
-# --- breaking points -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class BreakingPoint:
-    before_load_pct: float
-    after_load_pct: float
-    before_p99_ms: float
-    after_p99_ms: float
-    reason: str  # "jump" (rise >= half a period) or "period" (moved past a period multiple, rise >= 5 % of a period)
-
-
-def period_level(p99_ms: float, period_ms: float = DEFAULT_PERIOD_MS, margin_ms: float = CROSSING_MARGIN_MS) -> int:
-    """How many CFS period multiples k*T (k >= 1) P99 lies above by more than the margin."""
-    if p99_ms <= margin_ms:
-        return 0
-    return max(0, math.ceil((p99_ms - margin_ms) / period_ms) - 1)
-
-
-def breaking_point(
-    loads_pct: Sequence[float],
-    p99_ms: Sequence[float],
-    period_ms: float = DEFAULT_PERIOD_MS,
-    jump_fraction: float = JUMP_PERIOD_FRACTION,
-    margin_ms: float = CROSSING_MARGIN_MS,
-    period_rise_fraction: float = PERIOD_RISE_FRACTION,
-) -> BreakingPoint | None:
-    """The first step of a load sweep where the app breaks, or None.
-
-    Steps go between consecutive total loads (sorted; P99s at one load are
-    averaged). A step breaks when P99 rises and either
-    - "jump": rises by at least jump_fraction x the CFS period (50 ms), or
-    - "period": passes a multiple of the CFS period by more than margin_ms
-      (previous <= k*T + 2 ms < current, i.e. some requests now wait for one
-      more period) and rises by at least period_rise_fraction x the period
-      (5 ms at T = 100 ms), so 101.5 -> 102.5 ms is not a break.
-    All are in units of the period because throttled requests wait for whole
-    periods; run-to-run noise within a period does not trigger either.
-    """
-    frame = pd.DataFrame({"load": np.asarray(loads_pct, dtype=float), "p99": np.asarray(p99_ms, dtype=float)})
-    frame = frame.dropna().groupby("load", sort=True)["p99"].mean()
-    loads, values = frame.index.to_numpy(), frame.to_numpy()
-    for i in range(1, len(values)):
-        before, after = values[i - 1], values[i]
-        if after <= before:
-            continue
-        reason = None
-        if after - before >= jump_fraction * period_ms:
-            reason = "jump"
-        elif (after - before >= period_rise_fraction * period_ms
-              and period_level(after, period_ms, margin_ms) > period_level(before, period_ms, margin_ms)):
-            reason = "period"
-        if reason:
-            return BreakingPoint(float(loads[i - 1]), float(loads[i]), float(before), float(after), reason)
-    return None

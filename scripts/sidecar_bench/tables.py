@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from . import reference as refmod
-from .stats import breaking_point, environments
+from .breaking import assess_rows, breaking_point
+from .stats import environments
 
 MISSING = "—"
 DEFAULT_MEMORY_MB = 2048
