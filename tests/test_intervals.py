@@ -1,0 +1,96 @@
+"""The two-level block bootstrap on hand-made runs whose intervals can be worked out by hand."""
+
+import numpy as np
+import pytest
+
+from sidecar_bench.intervals import condition_intervals, draw_weights, run_blocks, seed_for
+from sidecar_bench.stats import latency_stats
+
+
+def steady_run(latency_ms, per_second, seconds):
+    """per_second responses of latency_ms in every second: every block is the same."""
+    rt = np.full(per_second * seconds, latency_ms / 1000.0)
+    offset = np.repeat(np.arange(seconds), per_second) + 0.5
+    return run_blocks(rt, offset, float(seconds))
+
+
+def test_identical_blocks_give_zero_width_intervals():
+    block = np.arange(1, 11) / 1000.0  # 1..10 ms in every second
+    runs = [run_blocks(np.tile(block, 5), np.repeat(np.arange(5), 10) + 0.1, 5.0) for _ in range(2)]
+    found = condition_intervals("same", runs, 100.0, resamples=200)
+    assert found.point["rps"] == pytest.approx(10.0)
+    assert found.point["p50_ms"] == pytest.approx(5.0) and found.point["p90_ms"] == pytest.approx(9.0)
+    for name in ("rps", "p50_ms", "p90_ms", "p99_ms", "slow_1p_share"):
+        interval = found.intervals[name]
+        assert interval.lo == pytest.approx(found.point[name]) and interval.hi == pytest.approx(found.point[name])
+
+
+def test_two_runs_that_differ_span_both():
+    # Run A: 10 responses/s at 2 ms; run B: 30/s at 4 ms. Drawing two runs with replacement gives
+    # AA (1/4): 10 RPS, P50 2 ms; BB (1/4): 30 RPS, P50 4 ms; AB (1/2): 20 RPS, P50 4 ms.
+    runs = [steady_run(2.0, 10, 10), steady_run(4.0, 30, 10)]
+    found = condition_intervals("two", runs, 100.0)
+    assert found.point["rps"] == pytest.approx(20.0)  # 400 responses / 20 s
+    assert found.point["p50_ms"] == pytest.approx(4.0)  # 300 of the 400 took 4 ms
+    assert (found.intervals["rps"].lo, found.intervals["rps"].hi) == pytest.approx((10.0, 30.0))
+    assert (found.intervals["p50_ms"].lo, found.intervals["p50_ms"].hi) == pytest.approx((2.0, 4.0))
+    assert found.repetitions == 2 and found.resamples == 1000
+
+
+def test_point_values_are_the_pooled_nearest_rank_statistics():
+    rng = np.random.default_rng(7)
+    runs, times = [], []
+    for load_s in (9.5, 10.0, 10.25):
+        rt = np.round(rng.lognormal(np.log(0.004), 0.8, 3000), 4)
+        runs.append(run_blocks(rt, rng.uniform(0, load_s - 0.5, 3000), load_s))
+        times.append(rt)
+    found = condition_intervals("pooled", runs, 100.0, resamples=50)
+    pooled = np.concatenate(times)
+    expected = latency_stats(pooled)
+    for name in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms"):
+        assert found.point[name] == expected[name]
+        # Percentiles of resamples are observed latencies, never interpolated.
+        assert np.isclose(pooled * 1000, found.intervals[name].lo).any()
+        assert found.intervals[name].lo <= found.point[name] <= found.intervals[name].hi
+    assert found.point["rps"] == pytest.approx(9000 / (9.5 + 10.0 + 10.25))
+    assert found.point["slow_1p_share"] == pytest.approx((pooled > 0.1).mean())
+
+
+def test_the_last_partial_block_counts_its_real_length():
+    blocks = run_blocks(np.full(5, 0.001), [0.1, 1.1, 2.1, 2.2, 2.3], 2.5)
+    assert list(blocks.block_s) == pytest.approx([1.0, 1.0, 0.5])
+    assert list(blocks.block) == [0, 1, 2, 2, 2]
+    found = condition_intervals("partial", [blocks], 100.0, resamples=100)
+    assert found.point["rps"] == pytest.approx(5 / 2.5)
+    # Resamples of 3 blocks: the RPS extremes are all-empty-ish (1 / 1 s) and three copies of the last (9 / 1.5 s).
+    assert 1.0 <= found.intervals["rps"].lo <= found.intervals["rps"].hi <= 6.0
+
+
+def test_slow_shares_count_responses_beyond_whole_periods():
+    rt = np.r_[np.full(90, 0.002), np.full(6, 0.150), np.full(3, 0.250), np.full(1, 0.300)]
+    found = condition_intervals("slow", [run_blocks(rt, np.linspace(0, 9.5, 100), 10.0)], 100.0, resamples=50)
+    assert found.point["slow_1p_share"] == pytest.approx(0.10)
+    assert found.point["slow_2p_share"] == pytest.approx(0.04)
+    assert found.point["slow_3p_share"] == pytest.approx(0.0)  # 300 ms is not slower than 3 periods
+
+
+def test_same_condition_same_interval_other_condition_other_draws():
+    rng = np.random.default_rng(3)
+    runs = [run_blocks(rng.uniform(0.001, 0.2, 500), rng.uniform(0, 5, 500), 5.0) for _ in range(2)]
+    a = condition_intervals("go_cpu1", runs, 100.0, resamples=300)
+    assert condition_intervals("go_cpu1", runs, 100.0, resamples=300) == a
+    assert condition_intervals("go_cpu2", runs, 100.0, resamples=300).intervals != a.intervals
+
+
+def test_weights_draw_whole_runs_then_their_blocks():
+    weights = draw_weights(seed_for("w"), [4, 6], 500)
+    assert weights.shape == (500, 10)
+    # Two runs drawn: (0 or 1 or 2 copies of the first run) x 4 blocks + the rest x 6.
+    first = weights[:, :4].sum(axis=1)
+    assert set(first) <= {0, 4, 8} and set(first) == {0, 4, 8}
+    assert ((first / 4 + weights[:, 4:].sum(axis=1) / 6) == 2).all()
+
+
+def test_a_window_of_zero_seconds_is_refused():
+    with pytest.raises(ValueError, match="load window 0"):
+        run_blocks(np.ones(1), np.zeros(1), 0)
