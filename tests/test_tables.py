@@ -49,17 +49,22 @@ def test_summary_files_hold_one_row_per_run(tables):
     assert len(pd.read_parquet(tables.parent / "summary.parquet")) == 10
 
 
+def summary_rps(tables, condition_id):
+    return pd.read_csv(tables.parent / "summary.csv").set_index("condition_id").loc[condition_id, "rps"]
+
+
 def test_load_sweep_has_ours_beside_the_article(tables):
     sweep = csv(tables, "load_sweep_go").set_index("total_sidecar_load_pct")
     assert sweep.loc[15, "p99_ms"] == pytest.approx(108)
     assert sweep.loc[15, "p99_ms_article"] == pytest.approx(109.1)
-    assert sweep.loc[15, "rps"] == pytest.approx(250)
+    rps = summary_rps(tables, "go_cpu0.25_mem2048_sc3_load05")
+    assert sweep.loc[15, "rps"] == pytest.approx(rps, rel=1e-5)
     assert sweep.loc[15, "rps_article"] == pytest.approx(245)
-    assert sweep.loc[15, "rps_ratio"] == pytest.approx(250 / 245, rel=1e-4)
+    assert sweep.loc[15, "rps_ratio"] == pytest.approx(rps / 245, rel=1e-4)
     # A load the article published but this matrix lacks: article number, no ours.
     assert np.isnan(sweep.loc[45, "p99_ms"]) and sweep.loc[45, "p99_ms_article"] == pytest.approx(196.6)
     md = (tables / "load_sweep_go.md").read_text()
-    assert "| 15% | 3.5 | 3.7 | 108.0 | 109.1 |" in md
+    assert "| 15% | 3.5" in md and "| 3.7 | 108.0" in md and "| 109.1 |" in md
     assert f"| 45% | {MISSING} | 3.4 | {MISSING} | 196.6 |" in md
 
 
@@ -78,15 +83,17 @@ def test_breaking_point_is_detected_from_the_runs(tables):
 def test_rps_grid_cells_average_the_runs_of_a_bucket(tables):
     grid = csv(tables, "rps_grid_go")
     proxy = grid[(grid["vcpu"] == 0.25) & (grid["sidecar_count"] == 1)].iloc[0]
-    assert proxy["rps_5-15"] == pytest.approx((310 + 270) / 2)  # runs at 5 % and 15 % total
+    both = (summary_rps(tables, "go_cpu0.25_mem2048_sc1_load05") + summary_rps(tables, "go_cpu0.25_mem2048_sc1_load15"))
+    assert proxy["rps_5-15"] == pytest.approx(both / 2, rel=1e-5)  # runs at 5 % and 15 % total
     assert proxy["runs_5-15"] == 2 and proxy["loads_5-15"] == "5 15"
     assert proxy["rps_5-15_article"] == pytest.approx(318)
     three = grid[(grid["vcpu"] == 0.25) & (grid["sidecar_count"] == 3)].iloc[0]
     # 18 % total is a fine step (6 % per sidecar), not a grid level: not in the 5-15 or 25-45 cells.
-    assert three["rps_5-15"] == pytest.approx(250) and three["runs_5-15"] == 1
+    assert three["rps_5-15"] == pytest.approx(summary_rps(tables, "go_cpu0.25_mem2048_sc3_load05"), rel=1e-5)
+    assert three["runs_5-15"] == 1
     assert three["runs_25-45"] == 0
     md = (tables / "rps_grid_go.md").read_text()
-    assert "| 0.25 | +proxy | — (372) | 290 (318) [n=2] | — (321) | — | — |" in md
+    assert f"| 0.25 | +proxy | — (372) | {proxy['rps_5-15']:.0f}" in md and " (318) [n=2] | — (321) | — | — |" in md
     assert "| 2.00 | +agent+log | — (7589) |" in md
 
 
@@ -95,17 +102,18 @@ def test_p99_grid_go_vs_next_and_memory(tables):
     assert p99.loc[0.25, "p99_ms_15"] == pytest.approx(500)
     assert p99.loc[0.25, "p99_ms_15_article"] == pytest.approx(499.9)
     side = csv(tables, "go_vs_next").set_index("total_sidecar_load_pct")
-    assert side.loc[15, "go_p99_ms"] == pytest.approx(108) and side.loc[15, "next_rps"] == pytest.approx(70)
+    assert side.loc[15, "go_p99_ms"] == pytest.approx(108)
+    assert side.loc[15, "next_rps"] == pytest.approx(summary_rps(tables, "next_cpu0.25_mem2048_sc3_load05"), rel=1e-5)
     assert side.loc[15, "next_rps_article"] == pytest.approx(67)
     memory = csv(tables, "memory").set_index(["vcpu", "memory_mb"])
-    assert memory.loc[(1.0, 512), "go_rps"] == pytest.approx(1400)
+    assert memory.loc[(1.0, 512), "go_rps"] == pytest.approx(summary_rps(tables, "go_cpu1_mem512_sc3_load15"), rel=1e-5)
     assert memory.loc[(1.0, 512), "go_rps_article"] == pytest.approx(1403)
     assert np.isnan(memory.loc[(1.0, 4096), "go_rps"]) and memory.loc[(1.0, 4096), "next_rps_article"] == 3344
 
 
 def test_markdown_states_the_definitions(tables):
     md = (tables / "rps_grid_go.md").read_text()
-    assert "nearest-rank" in md and "wall time" in md and "mean of their RPS" in md
+    assert "nearest-rank" in md and "whole-window" in md and "mean of their RPS" in md
     assert "Rule (detected from the data" in (tables / "breaking_points.md").read_text()
 
 
@@ -133,3 +141,74 @@ def test_different_environments_are_flagged(tmp_path, ref):
     summary.loc[0, "env_hostname"] = "other-host"
     write_tables(summary, ref, tmp_path / "t")
     assert "2 different environments" in (tmp_path / "t" / "load_sweep_go.md").read_text()
+
+
+# --- intervals, flags and verdicts on a hand-made per-condition summary (the aggregate's contract columns) ---
+
+def condition_row(app, vcpu, sc, load, p99, p99_lo, p99_hi, rps, rps_lo, rps_hi, flags="", memory=2048):
+    per_sidecar = load / sc if sc else 0.0
+    return {"condition_id": f"{app}_cpu{vcpu:g}_mem{memory}_sc{sc}_load{per_sidecar:02g}", "app": app, "vcpu": vcpu,
+            "memory_mb": memory, "sidecar_count": sc, "sidecar_load_pct": per_sidecar,
+            "total_sidecar_load_pct": float(load), "repeats": 3, "successful": 3000,
+            "p50_ms": 3.0, "p50_ms_lo": 2.9, "p50_ms_hi": 3.2, "p99_ms": p99, "p99_ms_lo": p99_lo, "p99_ms_hi": p99_hi,
+            "rps": rps, "rps_lo": rps_lo, "rps_hi": rps_hi, "steady_rps": rps + 5, "steady_p99_ms": p99 - 1,
+            "period_ms": 100.0, "flags": flags}
+
+
+@pytest.fixture()
+def hand_summary():
+    return pd.DataFrame([
+        condition_row("go", 0.25, 3, 0, 105, 103, 107, 1195, 1185, 1202, "host_bound"),
+        condition_row("go", 0.25, 3, 3, 98, 96, 100, 1150, 1140, 1160),
+        condition_row("go", 0.25, 3, 6, 104, 101, 106, 1120, 1100, 1130, "few_samples_p99_9"),
+        condition_row("next", 0.25, 3, 0, 290, 285, 296, 80, 78, 82),
+        condition_row("next", 0.25, 3, 3, 300, 296, 305, 78, 76, 80, "few_samples_p99,sidecar_under"),
+        condition_row("next", 0.25, 3, 6, 398, 390, 405, 60, 58, 62),
+        condition_row("next", 0.25, 3, 9, 397, 391, 404, 59, 57, 61),
+    ])
+
+
+def test_cells_show_the_interval_and_the_flag_marks(hand_summary, ref, tmp_path):
+    write_tables(hand_summary, ref, tmp_path)
+    md = (tmp_path / "load_sweep_go.md").read_text()
+    # RPS with its interval and the host-bound mark; the article's number in its own column.
+    assert "| 1195 [1185–1202] H | 369 |" in md
+    assert "105.0 [103.0–107.0] H | 104.6 |" in md
+    # P99.9's sample count does not bear on P99 or RPS: no mark at 6 %.
+    assert "104.0 [101.0–106.0] |" in md and "‡" not in md
+    # Steady-state columns beside the whole-window ones.
+    assert "Steady P99 ms" in md and "Steady RPS" in md and "whole-window" in md
+    sweep = pd.read_csv(tmp_path / "load_sweep_go.csv").set_index("total_sidecar_load_pct")
+    assert (sweep.loc[0, "rps"], sweep.loc[0, "rps_lo"], sweep.loc[0, "rps_hi"]) == (1195, 1185, 1202)
+    assert sweep.loc[0, "flags"] == "host_bound" and sweep.loc[0, "steady_rps"] == 1200
+
+
+def test_legend_lists_only_the_flags_in_the_table(hand_summary, ref, tmp_path):
+    write_tables(hand_summary, ref, tmp_path)
+    go = (tmp_path / "load_sweep_go.md").read_text()
+    assert "- H - host-bound, not quota-bound - throttled share < 0.05" in go
+    assert "sidecars under their load" not in go and "few samples" not in go
+    nx = (tmp_path / "load_sweep_next.md").read_text()
+    assert "300.0 [296.0–305.0] S † |" in nx  # P99 cell: sidecars under load and few samples for P99
+    assert "| 78 [76–80] S |" in nx  # RPS cell: few samples for P99 does not bear on RPS
+    assert "- † - few samples for P99 - fewer than 500 successful responses" in nx
+    assert "- S - sidecars under their load" in nx and "host-bound" not in nx
+    assert "Flags:" not in (tmp_path / "memory.md").read_text()  # no flagged cell, no legend
+
+
+def test_breaking_point_table_says_break_within_noise_or_none(hand_summary, ref, tmp_path):
+    write_tables(hand_summary, ref, tmp_path)
+    points = pd.read_csv(tmp_path / "breaking_points.csv")
+    go = points[points["app"] == "go"].iloc[0]
+    # 105, 98, 104 ms: a dip and recovery; 98 -> 104 crosses 100 ms but stays below the 107 ms seen before.
+    assert go["verdict"] == "within noise" and (go["before_load_pct"], go["after_load_pct"]) == (3, 6)
+    nx = points[(points["app"] == "next") & (points["vcpu"] == 0.25) & (points["sidecar_count"] == 3)].iloc[0]
+    assert nx["verdict"] == "break" and (nx["before_load_pct"], nx["after_load_pct"]) == (3, 6)
+    assert bool(nx["same_step_as_article"]) is True
+    md = (tmp_path / "breaking_points.md").read_text()
+    assert "| within noise | 3% -> 6% (98.0 -> 104.0 ms) |" in md
+    assert "from 6% on P99 >= 101.0 ms <= 107.0 ms, the highest before" in md
+    assert "from 6% on P99 >= 390.0 ms > 305.0 ms, the highest before" in md
+    flat = hand_summary[hand_summary["app"] == "next"].assign(p99_ms=300.0, p99_ms_lo=295.0, p99_ms_hi=305.0)
+    write_tables(flat, ref, tmp_path / "flat")
+    assert "| none |" in (tmp_path / "flat" / "breaking_points.md").read_text()

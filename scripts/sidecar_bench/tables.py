@@ -1,9 +1,13 @@
 """The article's tables, from our summary, with the article's numbers beside ours.
 
 Each table is written twice: <name>.csv (numbers, one column per value, for
-machines) and <name>.md (the same cells formatted, with a title and the rules
-that made them). A cell with no run in the current matrix is "—" in Markdown
-and empty in CSV; a table never fails because part of the matrix is missing.
+machines: `rps`, `rps_lo`, `rps_hi`, `flags` ...) and <name>.md (the same cells
+formatted, with a title and the rules that made them). A measured cell shows
+its value, its 95 % interval and its flags' marks, e.g. `1195 [1185–1202] H`;
+a legend below the table explains the marks that appear in it (from
+flags.FLAGS). A cell with no run in the current matrix is "—" in Markdown and
+empty in CSV; a table never fails because part of the matrix is missing, nor
+because a summary predates intervals or flags (its cells show the value alone).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from . import reference as refmod
-from .breaking import assess_rows, breaking_point
+from .breaking import BREAK, TOO_FEW, assess_rows
+from .flags import FLAGS
 from .stats import environments
 
 MISSING = "—"
@@ -32,9 +37,21 @@ P99_GRID_LOADS = (0.0, 15.0, 45.0, 75.0, 105.0)
 MEMORY_SIDECAR_LOAD = 15.0
 
 DEFINITIONS = (
-    "RPS = successful (2xx) responses / measured window wall time; percentiles are nearest-rank over the "
-    "successful responses' response times (ms)."
+    "Values are whole-window, the article's definition: RPS = successful (2xx) responses / load window "
+    "(hey's span), pooled over the repetitions; percentiles are nearest-rank over all successful responses of "
+    "all repetitions (ms). [lo–hi]: 95 % interval (hierarchical bootstrap over repetitions and 1 s blocks; with one "
+    "repetition it shows within-run variation only)."
 )
+STEADY_NOTE = ("Steady P99 / steady RPS: over the second half of the load window only, after any start-up "
+               "transient; the article's numbers are whole-window.")
+# Flags that do not bear on a metric's cell: P99.9's sample count says nothing about RPS, P50 or P99.
+NOT_FOR = {
+    "rps": {"few_samples_p99", "few_samples_p99_9"},
+    "steady_rps": {"few_samples_p99", "few_samples_p99_9"},
+    "p50_ms": {"few_samples_p99", "few_samples_p99_9"},
+    "p99_ms": {"few_samples_p99_9"},
+    "steady_p99_ms": {"few_samples_p99_9"},
+}
 
 
 @dataclass
@@ -44,6 +61,7 @@ class Table:
     data: pd.DataFrame  # numbers, written as CSV
     display: pd.DataFrame  # formatted cells, written as Markdown
     notes: list[str] = field(default_factory=list)
+    flags: set[str] = field(default_factory=set)  # flag codes marked in its cells, for the legend
 
 
 # --- small helpers ---------------------------------------------------------------------------------
@@ -60,6 +78,43 @@ def paired(ours: float, article: float, digits: int = 1) -> str:
     if not math.isnan(article):
         text += f" ({fmt(article, digits)})"
     return text
+
+
+def codes_of(value) -> list[str]:
+    """Flag codes from a summary's `flags` cell ("a,b"; "" or missing: none), in FLAGS order."""
+    if not isinstance(value, str) or not value:
+        return []
+    given = {c.strip() for c in value.split(",") if c.strip()}
+    return [c for c in FLAGS if c in given] + sorted(given - set(FLAGS))
+
+
+def marks(codes, metric: str | None = None) -> str:
+    """The cell marks of the codes that bear on the metric, e.g. "H S"."""
+    shown = [c for c in codes if c not in NOT_FOR.get(metric, set())]
+    return " ".join(FLAGS[c].mark if c in FLAGS else c for c in shown)
+
+
+def measured(value: float, lo: float, hi: float, codes=(), metric: str | None = None, digits: int = 1) -> str:
+    """"1195 [1185–1202] H": value, 95 % interval (when known) and flag marks."""
+    text = fmt(value, digits)
+    if text == MISSING:
+        return text
+    if not (math.isnan(lo) or math.isnan(hi)):
+        text += f" [{fmt(lo, digits)}–{fmt(hi, digits)}]"
+    mark = marks(codes, metric)
+    return f"{text} {mark}" if mark else text
+
+
+def cell_codes(codes, metric: str | None = None) -> set[str]:
+    return {c for c in codes if c not in NOT_FOR.get(metric, set())}
+
+
+def legend(codes: set[str]) -> list[str]:
+    """One line per flag marked in a table: mark - label - rule; nothing when no cell is flagged."""
+    if not codes:
+        return []
+    lines = [f"{FLAGS[c].mark} - {FLAGS[c].label} - {FLAGS[c].rule}." for c in FLAGS if c in codes]
+    return ["Flags: " + " ".join(f"`{FLAGS[c].mark}`" for c in FLAGS if c in codes) + " (legend below)."] + lines
 
 
 def ratio(ours: float, article: float) -> float:
@@ -90,9 +145,44 @@ def runs_of(summary: pd.DataFrame, app: str | None = None, vcpu: float | None = 
 
 
 def at_load(rows: pd.DataFrame, load: float, metric: str) -> tuple[float, int]:
-    """Mean of a metric over the runs at one total load, and how many runs that is."""
+    """Mean of a metric over the conditions at one total load, and how many that is."""
+    if metric not in rows.columns:
+        return math.nan, 0
     hit = rows[np.isclose(rows["total_sidecar_load_pct"], load)][metric].dropna()
     return (float(hit.mean()) if len(hit) else math.nan), int(len(hit))
+
+
+@dataclass(frozen=True)
+class Measured:
+    value: float
+    lo: float
+    hi: float
+    codes: tuple[str, ...]
+    conditions: int
+
+
+def measure(rows: pd.DataFrame, metric: str) -> Measured:
+    """A metric over the given summary rows (usually one condition): value, interval ends and flag codes.
+    Several rows (a grid cell of several conditions) average value and interval ends alike."""
+    def mean(column):
+        if column not in rows.columns:
+            return math.nan
+        values = rows[column].dropna()
+        return float(values.mean()) if len(values) else math.nan
+
+    codes: list[str] = []
+    for value in rows["flags"] if "flags" in rows.columns else []:
+        codes += [c for c in codes_of(value) if c not in codes]
+    return Measured(mean(metric), mean(f"{metric}_lo"), mean(f"{metric}_hi"), tuple(codes),
+                    int(rows[metric].notna().sum()) if metric in rows.columns else 0)
+
+
+def measured_at(rows: pd.DataFrame, load: float, metric: str) -> Measured:
+    return measure(rows[np.isclose(rows["total_sidecar_load_pct"], load)], metric)
+
+
+def flags_text(codes) -> str:
+    return ",".join(sorted(codes))
 
 
 def apps_of(summary: pd.DataFrame, ref: pd.DataFrame) -> list[str]:
@@ -128,30 +218,47 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
     rows = runs_of(summary, app, vcpu, sidecar_count, memory)
     art = refmod.select(ref, "load_sweep", app=app, vcpu=vcpu, sidecar_count=sidecar_count)
     loads = sorted(set(rows["total_sidecar_load_pct"].dropna()) | set(art["load"].dropna()))
-    records = []
+    records, seen = [], set()
     for load in loads:
         record = {"total_sidecar_load_pct": load}
+        codes: tuple[str, ...] = ()
         for metric in ("p50_ms", "p99_ms", "rps"):
-            ours, n = at_load(rows, load, metric)
+            ours = measured_at(rows, load, metric)
             article = refmod.value(ref, "load_sweep", metric, app=app, vcpu=vcpu, sidecar_count=sidecar_count,
                                    load=load)
-            record.update({metric: ours, f"{metric}_article": article, f"{metric}_ratio": ratio(ours, article)})
-        record["runs"] = n
+            record.update({metric: ours.value, f"{metric}_lo": ours.lo, f"{metric}_hi": ours.hi,
+                           f"{metric}_article": article, f"{metric}_ratio": ratio(ours.value, article)})
+            codes = ours.codes
+            if ours.conditions:
+                seen |= cell_codes(codes, metric)
+        for metric in ("steady_p99_ms", "steady_rps"):
+            record[metric] = measured_at(rows, load, metric).value
+        record["repeats"] = measured_at(rows, load, "repeats").value
+        record["flags"] = flags_text(codes)
         records.append(record)
-    data = pd.DataFrame(records, columns=["total_sidecar_load_pct", "p50_ms", "p50_ms_article", "p50_ms_ratio",
-                                          "p99_ms", "p99_ms_article", "p99_ms_ratio", "rps", "rps_article",
-                                          "rps_ratio", "runs"])
+    data = pd.DataFrame(records, columns=[
+        "total_sidecar_load_pct", "p50_ms", "p50_ms_lo", "p50_ms_hi", "p50_ms_article", "p50_ms_ratio",
+        "p99_ms", "p99_ms_lo", "p99_ms_hi", "p99_ms_article", "p99_ms_ratio", "steady_p99_ms",
+        "rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "steady_rps", "repeats", "flags"])
+
+    def cells(metric, digits):
+        return [measured(r[metric], r[f"{metric}_lo"], r[f"{metric}_hi"], codes_of(r["flags"]), metric, digits)
+                for _, r in data.iterrows()]
+
     display = pd.DataFrame({
         "Total load": [f"{x:g}%" for x in data["total_sidecar_load_pct"]],
-        "P50 ms": data["p50_ms"].map(fmt), "P50 ms (article)": data["p50_ms_article"].map(fmt),
-        "P99 ms": data["p99_ms"].map(fmt), "P99 ms (article)": data["p99_ms_article"].map(fmt),
+        "P50 ms": cells("p50_ms", 1), "P50 ms (article)": data["p50_ms_article"].map(fmt),
+        "P99 ms": cells("p99_ms", 1), "P99 ms (article)": data["p99_ms_article"].map(fmt),
         "P99 ours/article": data["p99_ms_ratio"].map(lambda v: fmt(v, 2)),
-        "RPS": data["rps"].map(lambda v: fmt(v, 0)), "RPS (article)": data["rps_article"].map(lambda v: fmt(v, 0)),
+        "Steady P99 ms": data["steady_p99_ms"].map(fmt),
+        "RPS": cells("rps", 0), "RPS (article)": data["rps_article"].map(lambda v: fmt(v, 0)),
         "RPS ours/article": data["rps_ratio"].map(lambda v: fmt(v, 2)),
+        "Steady RPS": data["steady_rps"].map(lambda v: fmt(v, 0)),
     })
     title = f"{APP_NAMES.get(app, app)} {vcpu:g} vCPU + {sidecar_count} sidecars: total sidecar load -> P50, P99, RPS"
-    notes = [DEFINITIONS, f"Memory {memory} MB. Rows: every total load measured here or published by the article."]
-    return Table(f"load_sweep_{app}", title, data, display, notes + missing_note(display[["P50 ms"]]))
+    notes = [DEFINITIONS, STEADY_NOTE,
+             f"Memory {memory} MB. Rows: every total load measured here or published by the article."]
+    return Table(f"load_sweep_{app}", title, data, display, notes + missing_note(display[["P50 ms"]]), seen)
 
 
 def _range_text(loads: pd.Series) -> str:
@@ -171,37 +278,47 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
         series.add((app, float(vcpu), int(sc)))
     for r in article.itertuples():
         series.add((r.app, float(r.vcpu), int(r.sidecar_count)))
-    records = []
+    records, seen = [], set()
     for app, vcpu, sc in sorted(series):
         sweep = runs_of(rows, app, vcpu, sc)
-        period = float(sweep["period_ms"].median()) if len(sweep) and sweep["period_ms"].notna().any() else 100.0
-        found = breaking_point(sweep["total_sidecar_load_pct"], sweep["p99_ms"], period_ms=period) if len(sweep) else None
+        result = assess_rows(sweep) if len(sweep) else None
+        step = result.step if result else None
+        verdict = result.verdict if result else TOO_FEW
+        codes: list[str] = []
+        if step is not None:
+            for load in (step.before_load_pct, step.after_load_pct):
+                codes += [c for c in measured_at(sweep, load, "p99_ms").codes if c not in codes]
+            seen |= cell_codes(codes, "p99_ms")
         art = article[(article["app"] == app) & np.isclose(article["vcpu"], vcpu) & (article["sidecar_count"] == sc)]
         a = art.iloc[0] if len(art) else None
         record = {
             "app": app, "vcpu": vcpu, "sidecar_count": sc,
             "loads_measured": int(sweep["total_sidecar_load_pct"].nunique()),
             "load_range": _range_text(sweep["total_sidecar_load_pct"]),
-            "before_load_pct": found.before_load_pct if found else math.nan,
-            "after_load_pct": found.after_load_pct if found else math.nan,
-            "before_p99_ms": found.before_p99_ms if found else math.nan,
-            "after_p99_ms": found.after_p99_ms if found else math.nan,
-            "rule": found.reason if found else ("none" if sweep["total_sidecar_load_pct"].nunique() > 1 else "too few loads"),
+            "verdict": verdict,
+            "before_load_pct": step.before_load_pct if step else math.nan,
+            "after_load_pct": step.after_load_pct if step else math.nan,
+            "before_p99_ms": step.before_p99_ms if step else math.nan,
+            "after_p99_ms": step.after_p99_ms if step else math.nan,
+            "rule": step.reason if step else "",
+            "evidence": step.evidence if step else "",
+            "flags": flags_text(cell_codes(codes, "p99_ms")),
             "article_before_load_pct": a["before_load_pct"] if a is not None else math.nan,
             "article_after_load_pct": a["after_load_pct"] if a is not None else math.nan,
             "article_before_p99_ms": a["before_p99_ms"] if a is not None else math.nan,
             "article_after_p99_ms": a["after_p99_ms"] if a is not None else math.nan,
         }
         record["same_step_as_article"] = (
-            bool(found and a is not None and found.before_load_pct == a["before_load_pct"]
-                 and found.after_load_pct == a["after_load_pct"]) if a is not None and found else None)
+            bool(step.before_load_pct == a["before_load_pct"] and step.after_load_pct == a["after_load_pct"])
+            if a is not None and step is not None and verdict == BREAK else None)
         records.append(record)
-    data = pd.DataFrame(records, columns=["app", "vcpu", "sidecar_count", "loads_measured", "load_range",
+    data = pd.DataFrame(records, columns=["app", "vcpu", "sidecar_count", "loads_measured", "load_range", "verdict",
                                           "before_load_pct", "after_load_pct", "before_p99_ms", "after_p99_ms",
-                                          "rule", "article_before_load_pct", "article_after_load_pct",
-                                          "article_before_p99_ms", "article_after_p99_ms", "same_step_as_article"])
+                                          "rule", "evidence", "flags", "article_before_load_pct",
+                                          "article_after_load_pct", "article_before_p99_ms", "article_after_p99_ms",
+                                          "same_step_as_article"])
 
-    def step(before, after, p_before, p_after):
+    def step_text(before, after, p_before, p_after):
         if math.isnan(before):
             return MISSING
         return f"{before:g}% -> {after:g}% ({fmt(p_before)} -> {fmt(p_after)} ms)"
@@ -209,24 +326,30 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
     display = pd.DataFrame({
         "Setup": [f"{APP_NAMES.get(r.app, r.app)} {r.vcpu:g} vCPU + {r.sidecar_count} sidecar(s)" for r in data.itertuples()],
         "Loads measured": [f"{r.loads_measured} ({r.load_range})" if r.loads_measured else MISSING for r in data.itertuples()],
-        "Breaking point (P99)": [step(r.before_load_pct, r.after_load_pct, r.before_p99_ms, r.after_p99_ms)
-                                 for r in data.itertuples()],
-        "Rule": data["rule"],
-        "Article": [step(r.article_before_load_pct, r.article_after_load_pct, r.article_before_p99_ms,
-                         r.article_after_p99_ms) for r in data.itertuples()],
+        "Verdict": data["verdict"],
+        "Step (P99)": [step_text(r.before_load_pct, r.after_load_pct, r.before_p99_ms, r.after_p99_ms)
+                       + (f" {marks(codes_of(r.flags), 'p99_ms')}" if marks(codes_of(r.flags), "p99_ms") else "")
+                       for r in data.itertuples()],
+        "Evidence": [r.evidence or MISSING for r in data.itertuples()],
+        "Article": [step_text(r.article_before_load_pct, r.article_after_load_pct, r.article_before_p99_ms,
+                              r.article_after_p99_ms) for r in data.itertuples()],
     })
     notes = [
-        "Rule (detected from the data, not typed in): along each app / vCPU / sidecar-count sweep at "
-        f"{memory} MB, sorted by total sidecar load (P99s at one load averaged), the breaking point is the first "
-        "step where P99 rises and either (jump) rises by at least half a CFS period (50 ms at the 100 ms period), "
-        "or (period) moves past a multiple k of the CFS period by more than 2 ms (previous <= k*100+2 ms < current) "
-        "while rising by at least 5 % of the period (5 ms): throttled requests then wait one more period. Applied to the article's own published sweeps it finds the "
-        "article's four breaking points.",
-        "'none': no step met the rule over the loads measured; the fine 1 % steps of the article preset are needed "
-        "to place a breaking point to within a few %.",
+        "Rule (detected from the data, not typed in; breaking.py): along each app / vCPU / sidecar-count sweep at "
+        f"{memory} MB, sorted by total sidecar load, a step is large when P99 rises and either (jump) rises by at "
+        "least half a CFS period (50 ms at the 100 ms period), or (period) moves past a multiple k of the CFS period "
+        "by more than 2 ms (previous <= k*100+2 ms < current) while rising by at least 5 % of the period (5 ms), "
+        "or the share of responses slower than k periods (k = 1, 2, 3) rises by at least 1 percentage point. "
+        "A large step is a break when it is also clear of the noise: every load from the step on has its 95 % "
+        "interval's low end above the high end of every load before it (so a dip and recovery is not a break). "
+        "A run with no successful response counts as the worst point. Applied to the article's own published "
+        "sweeps (no intervals) it finds the article's four breaking points.",
+        "Verdict: 'break' (the first step meeting both), 'within noise' (the first large step whose intervals "
+        "overlap what came before or after; no break found), 'none' (no large step over the loads measured), "
+        "'too few loads'. The fine 1 % steps of the article preset are needed to place a break to within a few %.",
         DEFINITIONS,
     ]
-    return Table("breaking_points", "Breaking points: first load step where P99 breaks", data, display, notes)
+    return Table("breaking_points", "Breaking points: first load step where P99 breaks", data, display, notes, seen)
 
 
 def go_vs_next(summary: pd.DataFrame, ref: pd.DataFrame, vcpu: float = 0.25, sidecar_count: int = 3) -> Table:
@@ -236,27 +359,35 @@ def go_vs_next(summary: pd.DataFrame, ref: pd.DataFrame, vcpu: float = 0.25, sid
     art_loads = set(refmod.select(ref, "p99_grid", vcpu=vcpu, sidecar_count=sidecar_count)["load"].dropna())
     # Loads both apps were measured at, plus the article's rows (its side-by-side table uses the grid loads).
     loads = sorted(art_loads | (set(go["total_sidecar_load_pct"]) & set(nx["total_sidecar_load_pct"])))
-    records = []
+    records, cells, seen = [], [], set()
     for load in loads:
         record = {"total_sidecar_load_pct": load}
+        shown = {"Total load": f"{load:g}%"}
         for app, rows in (("go", go), ("next", nx)):
-            for metric in ("p99_ms", "rps"):
-                ours, _ = at_load(rows, load, metric)
+            name = APP_NAMES[app].split()[0]
+            codes: tuple[str, ...] = ()
+            for metric, digits, label in (("p99_ms", 1, "P99 ms"), ("rps", 0, "RPS")):
+                ours = measured_at(rows, load, metric)
                 article = refmod.value(ref, "load_sweep", metric, app=app, vcpu=vcpu, sidecar_count=sidecar_count, load=load)
-                record[f"{app}_{metric}"] = ours
-                record[f"{app}_{metric}_article"] = article
+                record.update({f"{app}_{metric}": ours.value, f"{app}_{metric}_lo": ours.lo,
+                               f"{app}_{metric}_hi": ours.hi, f"{app}_{metric}_article": article})
+                text = measured(ours.value, ours.lo, ours.hi, ours.codes, metric, digits)
+                shown[f"{name} {label} (article)"] = text + (f" ({fmt(article, digits)})" if not math.isnan(article) else "")
+                codes = ours.codes
+                if ours.conditions:
+                    seen |= cell_codes(codes, metric)
+            record[f"{app}_flags"] = flags_text(codes)
         records.append(record)
+        cells.append(shown)
     columns = ["total_sidecar_load_pct"] + [f"{a}_{m}{s}" for a in ("go", "next") for m in ("p99_ms", "rps")
-                                            for s in ("", "_article")]
+                                            for s in ("", "_lo", "_hi", "_article")] + ["go_flags", "next_flags"]
     data = pd.DataFrame(records, columns=columns)
-    display = pd.DataFrame({"Total load": [f"{x:g}%" for x in data["total_sidecar_load_pct"]]})
-    for app in ("go", "next"):
-        name = APP_NAMES[app].split()[0]
-        display[f"{name} P99 ms (article)"] = [paired(o, a) for o, a in zip(data[f"{app}_p99_ms"], data[f"{app}_p99_ms_article"])]
-        display[f"{name} RPS (article)"] = [paired(o, a, 0) for o, a in zip(data[f"{app}_rps"], data[f"{app}_rps_article"])]
-    notes = [f"{vcpu:g} vCPU, {sidecar_count} sidecars, {memory} MB. Cells: ours (article).", DEFINITIONS]
+    display = pd.DataFrame(cells, columns=["Total load"] + [f"{n} {l} (article)" for n in ("Go", "Next")
+                                                            for l in ("P99 ms", "RPS")])
+    notes = [f"{vcpu:g} vCPU, {sidecar_count} sidecars, {memory} MB. Cells: ours [95 % interval] flags (article).",
+             DEFINITIONS]
     return Table("go_vs_next", f"Go vs Next at {vcpu:g} vCPU + {sidecar_count} sidecars", data, display,
-                 notes + missing_note(display))
+                 notes + missing_note(display), seen)
 
 
 def bucket_runs(rows: pd.DataFrame, low: float, high: float) -> tuple[pd.DataFrame, bool]:
@@ -275,7 +406,7 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
     rows_all = runs_of(summary, app=app, memory_mb=memory)
     art = refmod.select(ref, "rps_grid", app=app)
     vcpus = sorted(set(rows_all["vcpu"].dropna()) | set(art["vcpu"]))
-    records, cells, fallback_used = [], [], False
+    records, cells, fallback_used, seen = [], [], False, set()
     for vcpu in vcpus:
         for sc, label in SIDECAR_SETS.items():
             rows = runs_of(rows_all, vcpu=vcpu, sidecar_count=sc)
@@ -284,13 +415,17 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
             for bucket, low, high in LOAD_BUCKETS:
                 hit, fallback = bucket_runs(rows, low, high)
                 fallback_used |= fallback
-                ours = float(hit["rps"].mean()) if len(hit) else math.nan
+                ours = measure(hit, "rps")
                 article = refmod.value(ref, "rps_grid", "rps", app=app, vcpu=vcpu, sidecar_count=sc,
                                        total_sidecar_load_pct=bucket)
-                record.update({f"rps_{bucket}": ours, f"rps_{bucket}_article": article,
-                               f"rps_{bucket}_ratio": ratio(ours, article), f"runs_{bucket}": len(hit),
+                record.update({f"rps_{bucket}": ours.value, f"rps_{bucket}_lo": ours.lo, f"rps_{bucket}_hi": ours.hi,
+                               f"rps_{bucket}_article": article, f"rps_{bucket}_ratio": ratio(ours.value, article),
+                               f"runs_{bucket}": len(hit), f"flags_{bucket}": flags_text(cell_codes(ours.codes, "rps")),
                                f"loads_{bucket}": " ".join(f"{x:g}" for x in sorted(hit["total_sidecar_load_pct"]))})
-                text = paired(ours, article, 0)
+                if len(hit):
+                    seen |= cell_codes(ours.codes, "rps")
+                text = measured(ours.value, ours.lo, ours.hi, ours.codes, "rps", 0) + (
+                    f" ({fmt(article, 0)})" if not math.isnan(article) else "")
                 if len(hit) > 1:
                     text += f" [n={len(hit)}]"
                 if fallback:
@@ -303,11 +438,13 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
     data = pd.DataFrame(records)
     display = pd.DataFrame(cells, columns=["vCPU", "Sidecars"] + [f"{b}%" for b, _, _ in LOAD_BUCKETS])
     notes = [
-        f"Cells: our RPS (article's RPS). Columns are ranges of total sidecar load (inclusive); memory {memory} MB.",
+        f"Cells: our RPS [95 % interval] flags (article's RPS). Columns are ranges of total sidecar load (inclusive); "
+        f"memory {memory} MB.",
         "A cell holds the runs whose total load lies in its range and whose per-sidecar load is one of the grid's "
         f"levels ({', '.join(f'{x:g}' for x in GRID_SIDECAR_LOADS)} %); fine-step runs appear in the load sweeps, "
-        "not here. When several runs fall in one cell (e.g. +proxy at 5 % and 15 %), the cell is the mean of their "
-        "RPS, marked [n=runs]; the CSV lists their loads (loads_<bucket>).",
+        "not here. When several conditions fall in one cell (e.g. +proxy at 5 % and 15 %), the cell is the mean of "
+        "their RPS and of their interval ends (wider than the mean's own interval), marked [n=conditions], with the "
+        "flags of any of them; the CSV lists their loads (loads_<bucket>).",
         DEFINITIONS,
     ]
     if fallback_used:
@@ -315,7 +452,7 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
     if data.empty:
         data = pd.DataFrame(columns=["vcpu", "sidecar_count", "sidecar_set"])
     return Table(f"rps_grid_{app}", f"{APP_NAMES.get(app, app)}: RPS for every vCPU x sidecar set x total load",
-                 data, display, notes + missing_note(display))
+                 data, display, notes + missing_note(display), seen)
 
 
 def p99_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str, sidecar_count: int = 3) -> Table:
@@ -323,27 +460,32 @@ def p99_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str, sidecar_count: 
     rows_all = runs_of(summary, app=app, sidecar_count=sidecar_count, memory_mb=memory)
     art = refmod.select(ref, "p99_grid", app=app, sidecar_count=sidecar_count)
     vcpus = sorted(set(rows_all["vcpu"].dropna()) | set(art["vcpu"]))
-    records, cells = [], []
+    records, cells, seen = [], [], set()
     for vcpu in vcpus:
         rows = runs_of(rows_all, vcpu=vcpu)
         record = {"vcpu": vcpu}
         shown = {"vCPU": f"{vcpu:.2f}"}
         for load in P99_GRID_LOADS:
-            ours, n = at_load(rows, load, "p99_ms")
+            ours = measured_at(rows, load, "p99_ms")
             article = refmod.value(ref, "p99_grid", "p99_ms", app=app, vcpu=vcpu, sidecar_count=sidecar_count, load=load)
-            record.update({f"p99_ms_{load:g}": ours, f"p99_ms_{load:g}_article": article,
-                           f"p99_ms_{load:g}_ratio": ratio(ours, article)})
-            shown[f"{load:g}%"] = paired(ours, article)
+            record.update({f"p99_ms_{load:g}": ours.value, f"p99_ms_{load:g}_lo": ours.lo,
+                           f"p99_ms_{load:g}_hi": ours.hi, f"p99_ms_{load:g}_article": article,
+                           f"p99_ms_{load:g}_ratio": ratio(ours.value, article),
+                           f"flags_{load:g}": flags_text(cell_codes(ours.codes, "p99_ms"))})
+            if ours.conditions:
+                seen |= cell_codes(ours.codes, "p99_ms")
+            shown[f"{load:g}%"] = measured(ours.value, ours.lo, ours.hi, ours.codes, "p99_ms") + (
+                f" ({fmt(article)})" if not math.isnan(article) else "")
         records.append(record)
         cells.append(shown)
     data = pd.DataFrame(records)
     if data.empty:
         data = pd.DataFrame(columns=["vcpu"])
     display = pd.DataFrame(cells, columns=["vCPU"] + [f"{x:g}%" for x in P99_GRID_LOADS])
-    notes = [f"Cells: our P99 ms (article's). Rows: vCPU; columns: total sidecar load; {sidecar_count} sidecars, "
-             f"{memory} MB.", DEFINITIONS]
+    notes = [f"Cells: our P99 ms [95 % interval] flags (article's). Rows: vCPU; columns: total sidecar load; "
+             f"{sidecar_count} sidecars, {memory} MB.", DEFINITIONS]
     return Table(f"p99_grid_{app}", f"{APP_NAMES.get(app, app)}: P99 (ms) by vCPU x total load, {sidecar_count} sidecars",
-                 data, display, notes + missing_note(display))
+                 data, display, notes + missing_note(display), seen)
 
 
 def memory_table(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3,
@@ -352,31 +494,40 @@ def memory_table(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 
     rows_all = rows_all[np.isclose(rows_all["sidecar_load_pct"], sidecar_load_pct)]
     art = refmod.select(ref, "memory")
     keys = set(zip(rows_all["vcpu"], rows_all["memory_mb"])) | set(zip(art["vcpu"], art["memory_mb"]))
-    records = []
+    records, seen = [], set()
     for vcpu, memory in sorted(keys):
         record = {"vcpu": float(vcpu), "memory_mb": int(memory)}
         for app in ("go", "next"):
-            rows = runs_of(rows_all, app, vcpu, memory_mb=int(memory))
-            ours = float(rows["rps"].mean()) if len(rows) else math.nan
+            ours = measure(runs_of(rows_all, app, vcpu, memory_mb=int(memory)), "rps")
             article = refmod.value(ref, "memory", "rps", app=app, vcpu=vcpu, memory_mb=int(memory),
                                    sidecar_count=sidecar_count)
-            record.update({f"{app}_rps": ours, f"{app}_rps_article": article, f"{app}_rps_ratio": ratio(ours, article)})
+            record.update({f"{app}_rps": ours.value, f"{app}_rps_lo": ours.lo, f"{app}_rps_hi": ours.hi,
+                           f"{app}_rps_article": article, f"{app}_rps_ratio": ratio(ours.value, article),
+                           f"{app}_flags": flags_text(cell_codes(ours.codes, "rps"))})
+            if ours.conditions:
+                seen |= cell_codes(ours.codes, "rps")
         records.append(record)
-    columns = ["vcpu", "memory_mb"] + [f"{a}_rps{s}" for a in ("go", "next") for s in ("", "_article", "_ratio")]
+    columns = ["vcpu", "memory_mb"] + [f"{a}_{s}" for a in ("go", "next")
+                                       for s in ("rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "flags")]
     data = pd.DataFrame(records, columns=columns)
+
+    def cells(app):
+        return [measured(r[f"{app}_rps"], r[f"{app}_rps_lo"], r[f"{app}_rps_hi"], codes_of(r[f"{app}_flags"]), "rps", 0)
+                for _, r in data.iterrows()]
+
     display = pd.DataFrame({
         "vCPU": [f"{x:.2f}" for x in data["vcpu"]],
         "Memory limit": [f"{m} MB" for m in data["memory_mb"]],
-        "Go RPS": data["go_rps"].map(lambda v: fmt(v, 0)), "Go RPS (article)": data["go_rps_article"].map(lambda v: fmt(v, 0)),
+        "Go RPS": cells("go"), "Go RPS (article)": data["go_rps_article"].map(lambda v: fmt(v, 0)),
         "Go ours/article": data["go_rps_ratio"].map(lambda v: fmt(v, 2)),
-        "Next RPS": data["next_rps"].map(lambda v: fmt(v, 0)),
+        "Next RPS": cells("next"),
         "Next RPS (article)": data["next_rps_article"].map(lambda v: fmt(v, 0)),
         "Next ours/article": data["next_rps_ratio"].map(lambda v: fmt(v, 2)),
     })
     notes = [f"{sidecar_count} sidecars at {sidecar_load_pct:g} % each (total {sidecar_count * sidecar_load_pct:g} %). "
              "The article publishes 1 vCPU only (it saw no memory effect at 0.25-0.5 vCPU).", DEFINITIONS]
     return Table("memory", "RPS by memory limit", data, display,
-                 notes + missing_note(display[["Go RPS", "Next RPS"]]))
+                 notes + missing_note(display[["Go RPS", "Next RPS"]]), seen)
 
 
 # --- output ----------------------------------------------------------------------------------------
@@ -394,6 +545,9 @@ def render(table: Table, extra_notes: Sequence[str] = ()) -> str:
                                                                       "article number for this table._")
     lines.append("")
     lines += [f"- {note}" for note in [*table.notes, *extra_notes]]
+    flagged = legend(table.flags)
+    if flagged:
+        lines += ["", flagged[0], ""] + [f"- {line}" for line in flagged[1:]]
     return "\n".join(lines) + "\n"
 
 
