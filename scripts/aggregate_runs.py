@@ -1,25 +1,38 @@
-"""Snakemake script: per-run Parquet files -> results/<preset>/summary.parquet + summary.csv.
+"""Snakemake script: run files -> per-run and per-condition summaries.
 
-Statistics and their definitions live in sidecar_bench.stats.
+results/<preset>/runs_summary.parquet, .csv: one row per run file (repetition).
+results/<preset>/summary.parquet, .csv: one row per condition, pooled over its
+repetitions, with 95 % intervals and validity flags.
+Statistics and their definitions live in sidecar_bench.stats (intervals.py, flags.py).
 """
 
 import sys
 from pathlib import Path
 
-from sidecar_bench.stats import summarise_runs
+from sidecar_bench.stats import summarise_conditions, summarise_runs
 
 
-def main(runs, summary_parquet, summary_csv):
-    summary = summarise_runs(runs)
-    for path in (summary_parquet, summary_csv):
+def _write(frame, parquet, csv):
+    for path in (parquet, csv):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    summary.to_parquet(summary_parquet, index=False)
-    summary.to_csv(summary_csv, index=False, float_format="%.6g")
-    print(f"aggregate_runs: {len(summary)} runs -> {summary_parquet}, {summary_csv}", file=sys.stderr)
+    frame.to_parquet(parquet, index=False)
+    frame.to_csv(csv, index=False, float_format="%.6g")
+
+
+def main(runs, summary_parquet, summary_csv, runs_parquet=None, runs_csv=None):
+    per_run = summarise_runs(runs)
+    if runs_parquet and runs_csv:
+        _write(per_run, runs_parquet, runs_csv)
+    summary = summarise_conditions(per_run)
+    _write(summary, summary_parquet, summary_csv)
+    print(f"aggregate_runs: {len(per_run)} runs, {len(summary)} conditions -> {summary_parquet}, {summary_csv}",
+          file=sys.stderr)
     return summary
 
 
 if __name__ == "__main__" and "snakemake" in globals():
     sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
     main(runs=list(snakemake.input.runs), summary_parquet=snakemake.output.parquet,  # noqa: F821
-         summary_csv=snakemake.output.csv)  # noqa: F821
+         summary_csv=snakemake.output.csv,  # noqa: F821
+         runs_parquet=getattr(snakemake.output, "runs_parquet", None),  # noqa: F821
+         runs_csv=getattr(snakemake.output, "runs_csv", None))  # noqa: F821

@@ -11,8 +11,9 @@ from sidecar_bench import record, reference
 from sidecar_bench.conditions import Condition
 from sidecar_bench.record import METADATA_KEY as META_KEY
 from sidecar_bench.runfile import RunFileError
-from sidecar_bench.stats import SUMMARY_COLUMNS, latency_stats, nearest_rank, summarise_run, summarise_runs
-from sidecar_bench.synthetic import write_run
+from sidecar_bench.stats import (CONDITION_COLUMNS, SUMMARY_COLUMNS, latency_stats, nearest_rank, summarise_conditions,
+                                 summarise_run, summarise_runs)
+from sidecar_bench.synthetic import run_path, write_run
 
 REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "article-results.csv"
 
@@ -163,8 +164,8 @@ def test_same_condition_twice_is_an_error(tmp_path):
 
 def test_unknown_format_version_is_refused_with_the_file_named(tmp_path):
     c = Condition("go", 1, 2048, 0, 0)
-    path = write_run(tmp_path / f"{c.id}.parquet", c, [0.01], meta_overrides={"format_version": 2})
-    with pytest.raises(RunFileError, match=r"go_cpu1_mem2048_sc0_load00.parquet: .*format_version (is )?2"):
+    path = write_run(tmp_path / f"{c.id}.parquet", c, [0.01], meta_overrides={"format_version": 99})
+    with pytest.raises(RunFileError, match=r"go_cpu1_mem2048_sc0_load00.parquet: .*format_version (is )?99"):
         summarise_run(path)
 
 
@@ -175,3 +176,86 @@ def test_file_without_metadata_is_refused(tmp_path):
     pq.write_table(table, path)
     with pytest.raises(RunFileError, match="no '?sidecar_bench'? metadata"):
         summarise_run(path)
+
+
+# --- load window, tail shares, steady state, repetitions ------------------------------------------------
+
+def test_rps_divides_by_heys_load_window_and_cpu_by_the_cgroup_window(tmp_path):
+    c = Condition("go", 0.5, 2048, 0, 0)
+    path = write_run(tmp_path / "run.parquet", c, [0.001] * 30, wall_s=3.4, load_s=3.0,
+                     meta_overrides={"cgroup": {"usage_s": 1.0, "wall_s": 3.2}})
+    row = summarise_run(path)
+    assert row["load_s"] == pytest.approx(3.0) and row["wall_s"] == pytest.approx(3.4)
+    assert row["rps"] == pytest.approx(10.0)  # 30 / window.load_s, not / wall_s
+    assert row["task_cpu_pct"] == pytest.approx(100 / 3.2)
+
+
+def test_format_1_files_take_the_load_window_from_the_samples(tmp_path):
+    c = Condition("go", 0.5, 2048, 0, 0)
+    path = write_run(tmp_path / "run.parquet", c, [0.010, 0.020, 0.500], offset_s=[0.0, 1.0, 1.5], wall_s=2.5)
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[META_KEY])
+    del meta["window"]["load_s"], meta["repeat"]
+    pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()}), path)
+    row = summarise_run(path)
+    assert row["load_s"] == pytest.approx(2.0)  # last response: started at 1.5 s, took 0.5 s
+    assert row["rps"] == pytest.approx(3 / 2.0)
+    assert row["repeat"] == 1
+
+
+def test_tail_shares_are_responses_slower_than_whole_periods(tmp_path):
+    c = Condition("go", 0.25, 2048, 3, 5)
+    times = [0.002] * 6 + [0.1, 0.1001, 0.25, 0.31]  # 100 ms exactly is not slower than one period
+    row = summarise_run(write_run(tmp_path / "run.parquet", c, times, wall_s=5.0))
+    assert row["slow_1p_share"] == pytest.approx(0.3)
+    assert row["slow_2p_share"] == pytest.approx(0.2)
+    assert row["slow_3p_share"] == pytest.approx(0.1)
+    fifty = write_run(tmp_path / "t50.parquet", c, times, wall_s=5.0, meta_overrides={"cgroup": {"period_us": 50000}})
+    row = summarise_run(fifty)  # periods of 50 ms: > 50 ms and > 150 ms
+    assert (row["slow_1p_share"], row["slow_3p_share"]) == pytest.approx((0.4, 0.2))
+
+
+def test_thirds_and_steady_state_by_request_start(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    # 9 s window: 1 s^-1 starts in the first 3 s, 2 s^-1 in the middle 3 s, 4 s^-1 in the last 3 s.
+    offsets = np.r_[np.arange(3) + 0.5, np.arange(6) / 2 + 3.1, np.arange(12) / 4 + 6.1]
+    times = np.r_[np.full(3, 0.001), np.full(6, 0.002), np.full(12, 0.003)]
+    row = summarise_run(write_run(tmp_path / "run.parquet", c, times, offset_s=offsets, wall_s=9.0))
+    assert row["first_third_rps"] == pytest.approx(1.0)
+    assert row["last_third_rps"] == pytest.approx(4.0)
+    # Second half: starts at >= 4.5 s: 3 of the middle third (4.6, 5.1, 5.6) + the last 12.
+    assert row["steady_rps"] == pytest.approx(15 / 4.5)
+    assert row["steady_p99_ms"] == pytest.approx(3.0)
+    assert "not_steady" in row["flags"].split(",")
+
+
+def test_conditions_pool_their_repetitions(tmp_path):
+    c = Condition("next", 0.5, 2048, 1, 5)
+    fast = write_run(run_path(tmp_path, c.id, 1), c, [0.002] * 90 + [0.150] * 10, wall_s=10.0, repeat=1,
+                     time_coverage=0.95)
+    slow = write_run(run_path(tmp_path, c.id, 2), c, [0.004] * 290 + [0.250] * 10, wall_s=10.0, repeat=2,
+                     time_coverage=0.95, meta_overrides={"requests": {"failed": 2}})
+    per_run = summarise_runs([slow, fast])
+    assert list(per_run["repeat"]) == [1, 2]
+    summary = summarise_conditions(per_run, resamples=200)
+    assert list(summary.columns) == CONDITION_COLUMNS
+    row = summary.iloc[0]
+    assert row["repeats"] == 2
+    assert row["rps"] == pytest.approx(400 / 20.0)  # pooled: all successful / all load seconds
+    assert row["p50_ms"] == pytest.approx(4.0)  # 290 of 400 took 4 ms
+    assert row["p99_ms"] == pytest.approx(250.0)  # rank 396 of 400: among the ten 250 ms responses
+    assert row["slow_1p_share"] == pytest.approx(20 / 400)
+    assert row["slow_2p_share"] == pytest.approx(10 / 400)
+    assert row["failed"] == 2 and row["successful"] == 400
+    # Drawing the same run twice happens: the interval spans the two runs' own rates (10 and 30 RPS).
+    assert row["rps_lo"] < 12 and row["rps_hi"] > 28
+    assert row["flags"] == "failed_requests,few_samples_p99,few_samples_p99_9,noisy"
+    assert row["flag_noisy"] and not row["flag_cap_reached"]
+
+
+def test_the_same_repetition_twice_is_an_error(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    a = write_run(run_path(tmp_path / "a", c.id, 2), c, [0.01], repeat=2)
+    b = write_run(run_path(tmp_path / "b", c.id, 2), c, [0.01], repeat=2)
+    with pytest.raises(RunFileError, match=r"\('go_cpu1_mem2048_sc0_load00', 2\)"):
+        summarise_runs([a, b])

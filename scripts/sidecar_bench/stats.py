@@ -1,25 +1,41 @@
-"""Statistics of runs, computed from the raw per-request samples.
+"""Statistics of runs and conditions, computed from the raw per-request samples.
 
 Definitions (the tables and charts keep to these):
 
 - Successful response: a row with status 200..299. hey's CSV has one row per
   response; requests that failed without a response appear only in the
   metadata (`requests.failed`).
-- RPS = successful responses / measured window wall time (`window.wall_s`;
-  `load.duration_s` when a file lacks it).
+- Load window (`load_s`): hey's own span, from its start to the end of the
+  last recorded response (`window.load_s`; for format 1 files the span of the
+  samples, max(offset_s + response_time_s); failing that `window.wall_s`).
+- RPS = successful responses / load_s. A condition's RPS pools its
+  repetitions: sum of successful responses / sum of load_s.
 - Latency statistics (P50, P90, P95, P99, P99.9, max, mean; in ms) are over the
-  successful responses' `response_time_s`.
+  successful responses' `response_time_s`; a condition's are over the
+  successful responses of all its repetitions pooled.
 - Percentile = nearest rank: the smallest sample with at least p % of the
   samples at or below it (numpy method "inverted_cdf"). It is always a latency
   that was observed, so the CFS-period steps (100 ms, 200 ms) stay sharp
   instead of being interpolated between two modes. It is also what hey's own
   summary reports, within one rank.
+- Tail shares: slow_<k>p_share = share of successful responses slower than
+  k CFS periods (k = 1, 2, 3; period from `cgroup.period_us`, 100 ms when
+  absent): the requests that waited for one, two, three later periods.
+- Steady state: the load window is cut in thirds by request start (offset_s);
+  first_third_rps / last_third_rps = successful responses started in that
+  third / a third of load_s. steady_rps and steady_p99_ms are over the
+  responses started in the second half of the window (warm caches, JIT and
+  connection set-up behind it).
+- Intervals (`<metric>_lo`, `<metric>_hi`, condition summary only): 95 %
+  percentile intervals of a two-level block bootstrap (repetitions, then 1 s
+  blocks within each run), B = 1000, seeded by the condition id; see
+  intervals.py. With one repetition they show within-run variation only.
 - Errors = non-2xx rows + failed requests; error rate = errors / (successful + errors).
 - CPU window: the cgroup counters and per-process CPU seconds are deltas over
-  the cgroup snapshot window, `cgroup.wall_s` (column `cgroup_wall_s`; it
-  brackets hey's window, so it is slightly longer). Every cgroup and process
-  rate divides by it; a file without `cgroup.wall_s` falls back to the RPS
-  window (`wall_s`). RPS alone uses `window.wall_s`.
+  the cgroup snapshot window, `cgroup.wall_s` (column `cgroup_wall_s`).
+  Every cgroup and process rate divides by it; a file without `cgroup.wall_s`
+  falls back to `window.wall_s`. A condition's CPU columns are means over its
+  repetitions.
 - Throttled share = nr_throttled / nr_periods; throttled time per second =
   throttled_s / cgroup_wall_s. On cgroup v1 (`cgroup_source` cgroup-v1)
   throttled_s is the kernel's throttled time summed over the task's CPUs, so
@@ -27,6 +43,9 @@ Definitions (the tables and charts keep to these):
   reported as read, not corrected.
 - Task CPU % = usage_s / cgroup_wall_s x 100; CPU of a process = cpu_s /
   cgroup_wall_s x 100 (% of one core); "vs target" = used / target.
+- Host busy % = host.busy_s / host.total_s x 100 (all host CPUs, over the CPU
+  window); load generator CPU % = loadgen.cpu_s / cgroup_wall_s x 100.
+- Flags: flags.py (codes, thresholds); `flags` holds the codes joined by ",".
 
 Breaking points are in breaking.py.
 """
@@ -34,6 +53,7 @@ Breaking points are in breaking.py.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -41,6 +61,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from . import flags as flagmod
+from .intervals import (RESAMPLES, RunBlocks, condition_intervals, metric_names, percentile_name,  # noqa: F401
+                        run_blocks)
 # One definition of the environment keys: the summary's env_* columns are all that the run file format requires.
 from .record import ENVIRONMENT_KEYS
 from .runfile import RunFileError, read_columns, read_meta
@@ -48,11 +71,8 @@ from .runfile import RunFileError, read_columns, read_meta
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 SIDECAR_ROLES = ("proxy", "agent", "log_router")
 DEFAULT_PERIOD_MS = 100.0
-
-
-def percentile_name(p: float) -> str:
-    """50 -> 'p50', 99.9 -> 'p99_9' (column names)."""
-    return "p" + f"{p:g}".replace(".", "_")
+SLOW_PERIODS = (1, 2, 3)
+REPEAT_FILE = re.compile(r"^rep(\d+)\.parquet$")
 
 
 def nearest_rank(sorted_values: np.ndarray, p: float) -> float:
@@ -74,6 +94,14 @@ def latency_stats(response_time_s: np.ndarray, percentiles: Sequence[float] = PE
     return out
 
 
+def slow_shares(response_time_s: np.ndarray, period_ms: float,
+                periods: Sequence[int] = SLOW_PERIODS) -> dict[str, float]:
+    """slow_<k>p_share: share of the given response times slower than k x period_ms."""
+    rt = np.asarray(response_time_s, dtype="float64")
+    return {f"slow_{k}p_share": float((rt > k * period_ms / 1000.0).mean()) if len(rt) else math.nan
+            for k in periods}
+
+
 def _ratio(numerator: Any, denominator: Any) -> float:
     try:
         if numerator is None or denominator is None or float(denominator) == 0:
@@ -87,15 +115,78 @@ def _num(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-def summarise_run(path: str | Path) -> dict[str, Any]:
-    """One summary row for one run file (reads only response_time_s and status_code)."""
+def repeat_of(path: str | Path, meta: dict[str, Any]) -> int:
+    """The repetition index: meta `repeat` (format 2), else N of a rep<N>.parquet name, else 1."""
+    if meta.get("repeat") is not None:
+        return int(meta["repeat"])
+    match = REPEAT_FILE.match(Path(path).name)
+    return int(match.group(1)) if match else 1
+
+
+@dataclass(frozen=True)
+class RunSamples:
+    """What the statistics need of one run file: metadata, successful responses, load window."""
+
+    path: Path
+    meta: dict[str, Any]
+    ok_response_time_s: np.ndarray
+    ok_offset_s: np.ndarray
+    responses: int
+    load_s: float
+    wall_s: float
+
+
+def read_samples(path: str | Path) -> RunSamples:
+    """Read one run file's metadata and its successful responses (three columns only)."""
     path = Path(path)
     meta = read_meta(path)
-    cols = read_columns(path, ["response_time_s", "status_code"])
+    cols = read_columns(path, ["response_time_s", "status_code", "offset_s"])
     codes = cols["status_code"]
     ok_mask = (codes >= 200) & (codes <= 299)
-    ok_times = cols["response_time_s"][ok_mask]
-    del cols
+    window = meta.get("window", {}) or {}
+    load = meta.get("load", {}) or {}
+    wall_s = window.get("wall_s") or load.get("duration_s")
+    if not wall_s:
+        raise RunFileError(f"{path}: neither window.wall_s nor load.duration_s is set; cannot compute RPS")
+    load_s = window.get("load_s")
+    if not load_s and len(codes):
+        # Format 1: hey's span from the samples themselves (all rows: errors take time too).
+        load_s = float(np.max(cols["offset_s"] + cols["response_time_s"]))
+    load_s = float(load_s or wall_s)
+    return RunSamples(path, meta, cols["response_time_s"][ok_mask], cols["offset_s"][ok_mask], int(len(codes)),
+                      load_s, float(wall_s))
+
+
+def _thirds(offset_s: np.ndarray, load_s: float) -> dict[str, float]:
+    """First/last third RPS by request start, and the standard error of their difference."""
+    third = load_s / 3.0
+    first = offset_s < third
+    last = offset_s >= 2 * third
+    out = {"first_third_rps": float(first.sum()) / third, "last_third_rps": float(last.sum()) / third}
+    # Standard error of each third's mean rate from its per-second counts (Poisson when < 2 seconds).
+    seconds = int(math.ceil(load_s))
+    counts = np.bincount(np.clip(np.floor(offset_s).astype("int64"), 0, max(seconds - 1, 0)),
+                         minlength=max(seconds, 1)).astype("float64")
+    lengths = np.minimum(np.arange(1, len(counts) + 1), load_s) - np.arange(len(counts))
+    rates = counts / np.maximum(lengths, 1e-9)
+    mids = np.arange(len(counts)) + lengths / 2
+    variances = []
+    for in_third, n in ((mids < third, first.sum()), (mids >= 2 * third, last.sum())):
+        r = rates[in_third]
+        variances.append(r.var(ddof=1) / len(r) if len(r) >= 2 else n / third**2)
+    out["thirds_diff_se_rps"] = math.sqrt(sum(variances))
+    return out
+
+
+def _steady(ok_rt: np.ndarray, ok_offset: np.ndarray, load_s: float) -> tuple[np.ndarray, float]:
+    """Response times started in the second half of the window, and that half's length."""
+    return ok_rt[ok_offset >= load_s / 2.0], load_s / 2.0
+
+
+def summarise_samples(samples: RunSamples) -> dict[str, Any]:
+    """One summary row for one run (see the module docstring for every definition)."""
+    path, meta = samples.path, samples.meta
+    ok_times = samples.ok_response_time_s
     condition = meta.get("condition", {})
     load = meta.get("load", {}) or {}
     window = meta.get("window", {}) or {}
@@ -103,20 +194,23 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
     cgroup = meta.get("cgroup", {}) or {}
     container = meta.get("container", {}) or {}
     env = meta.get("environment", {}) or {}
+    limits = meta.get("limits", {}) or {}
+    host = meta.get("host", {}) or {}
+    loadgen = meta.get("loadgen", {}) or {}
 
-    wall_s = window.get("wall_s") or load.get("duration_s")
-    if not wall_s:
-        raise RunFileError(f"{path}: neither window.wall_s nor load.duration_s is set; cannot compute RPS")
-    wall_s = float(wall_s)
+    wall_s, load_s = samples.wall_s, samples.load_s
     # cgroup and process CPU deltas cover the cgroup snapshot window, not hey's.
     cpu_wall_s = float(cgroup.get("wall_s") or wall_s)
-    ok = int(ok_mask.sum())
-    non_2xx = int(len(codes) - ok)
+    ok = int(len(ok_times))
+    non_2xx = int(samples.responses - ok)
     failed = int(requests.get("failed") or 0)
     errors = non_2xx + failed
+    period_us = cgroup.get("period_us")
+    period_ms = _num(period_us) / 1000 if period_us else DEFAULT_PERIOD_MS
 
     row: dict[str, Any] = {
         "condition_id": condition.get("id", path.stem),
+        "repeat": repeat_of(path, meta),
         "app": condition.get("app"),
         "vcpu": _num(condition.get("vcpu")),
         "memory_mb": int(condition.get("memory_mb")),
@@ -127,22 +221,30 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
         "concurrency": load.get("concurrency"),
         "warmup_s": _num(load.get("warmup_s")),
         "wall_s": wall_s,
+        "load_s": load_s,
         "cgroup_wall_s": cpu_wall_s,
-        "responses": int(len(codes)),
+        "responses": samples.responses,
         "successful": ok,
         "non_2xx": non_2xx,
         "failed": failed,
         "errors": errors,
         "error_rate": _ratio(errors, ok + errors),
-        "rps": ok / wall_s,
+        "rps": ok / load_s,
     }
     row.update(latency_stats(ok_times))
+    row.update(slow_shares(ok_times, period_ms))
+    row.update(_thirds(samples.ok_offset_s, load_s))
+    steady_times, steady_s = _steady(ok_times, samples.ok_offset_s, load_s)
+    row["steady_rps"] = len(steady_times) / steady_s
+    row["steady_p99_ms"] = nearest_rank(np.sort(steady_times) * 1000.0, 99.0)
 
-    period_us = cgroup.get("period_us")
     row.update({
         "cgroup_source": cgroup.get("source"),
-        "period_ms": _num(period_us) / 1000 if period_us else DEFAULT_PERIOD_MS,
+        "period_ms": period_ms,
         "quota_cpu_pct": 100 * _ratio(cgroup.get("quota_us"), period_us),
+        "limit_vcpu": _num(limits.get("vcpu")),
+        "memory_limit_mb": _num(limits.get("memory_limit_bytes")) / 2**20,
+        "swap_limit_mb": _num(limits.get("swap_limit_bytes")) / 2**20,
         "nr_periods": _num(cgroup.get("nr_periods")),
         "nr_throttled": _num(cgroup.get("nr_throttled")),
         "throttled_share": _ratio(cgroup.get("nr_throttled"), cgroup.get("nr_periods")),
@@ -171,6 +273,11 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
 
     peak = container.get("peak_memory_bytes")
     row.update({
+        "host_cpus": _num(host.get("cpus")),
+        "host_busy_pct": 100 * _ratio(host.get("busy_s"), host.get("total_s")),
+        "loadgen_cpu_pct": 100 * _ratio(loadgen.get("cpu_s"), cpu_wall_s),
+        "time_coverage": _num(window.get("time_coverage")),
+        "cap_reached": bool(requests.get("cap_reached", False)),
         "oom_killed": bool(container.get("oom_killed", False)),
         "restart_count": container.get("restart_count"),
         "exit_code": container.get("exit_code"),
@@ -180,32 +287,129 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
     for key in ENVIRONMENT_KEYS:
         value = env.get(key)
         row[f"env_{key}"] = None if value is None else str(value)
-    row["run_file"] = path.name
+    row["flags"] = flagmod.join(flagmod.run_flags(row))
+    row["run_file"] = str(path)
     return row
 
 
+def summarise_run(path: str | Path) -> dict[str, Any]:
+    """One summary row for one run file (reads three columns: response_time_s, status_code, offset_s)."""
+    return summarise_samples(read_samples(path))
+
+
 SORT_KEYS = ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct"]
-SUMMARY_COLUMNS = (
-    ["condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct", "total_sidecar_load_pct",
-     "duration_s", "concurrency", "warmup_s", "wall_s", "cgroup_wall_s", "responses", "successful", "non_2xx",
-     "failed", "errors", "error_rate", "rps"]
-    + [f"{percentile_name(p)}_ms" for p in PERCENTILES] + ["max_ms", "mean_ms"]
-    + ["cgroup_source", "period_ms", "quota_cpu_pct", "nr_periods", "nr_throttled", "throttled_share",
-       "throttled_s", "throttled_s_per_s", "task_cpu_pct", "app_cpu_pct"]
+IDENTITY_COLUMNS = ["condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct",
+                    "total_sidecar_load_pct", "duration_s", "concurrency", "warmup_s"]
+LATENCY_COLUMNS = [f"{percentile_name(p)}_ms" for p in PERCENTILES] + ["max_ms", "mean_ms"]
+SLOW_COLUMNS = [f"slow_{k}p_share" for k in SLOW_PERIODS]
+STEADY_COLUMNS = ["first_third_rps", "last_third_rps", "thirds_diff_se_rps", "steady_rps", "steady_p99_ms"]
+CPU_COLUMNS = (
+    ["period_ms", "quota_cpu_pct", "limit_vcpu", "nr_periods", "nr_throttled", "throttled_share", "throttled_s",
+     "throttled_s_per_s", "task_cpu_pct", "app_cpu_pct"]
     + [f"{role}_{what}" for role in SIDECAR_ROLES for what in ("cpu_pct", "target_pct", "cpu_vs_target")]
-    + ["sidecars_cpu_pct", "sidecars_target_pct", "sidecars_cpu_vs_target", "oom_killed", "restart_count",
-       "exit_code", "peak_memory_mb", "window_start"]
-    + [f"env_{key}" for key in ENVIRONMENT_KEYS] + ["run_file"]
+    + ["sidecars_cpu_pct", "sidecars_target_pct", "sidecars_cpu_vs_target", "host_busy_pct", "loadgen_cpu_pct"]
+)
+COUNT_COLUMNS = ["responses", "successful", "non_2xx", "failed", "errors"]
+ENV_COLUMNS = [f"env_{key}" for key in ENVIRONMENT_KEYS]
+SUMMARY_COLUMNS = (  # per run (runs_summary)
+    IDENTITY_COLUMNS[:1] + ["repeat"] + IDENTITY_COLUMNS[1:]
+    + ["wall_s", "load_s", "cgroup_wall_s"] + COUNT_COLUMNS + ["error_rate", "rps"]
+    + LATENCY_COLUMNS + SLOW_COLUMNS + STEADY_COLUMNS
+    + ["cgroup_source"] + CPU_COLUMNS[:2] + ["limit_vcpu", "memory_limit_mb", "swap_limit_mb"] + CPU_COLUMNS[3:]
+    + ["host_cpus", "time_coverage", "cap_reached", "oom_killed", "restart_count", "exit_code", "peak_memory_mb",
+       "window_start"]
+    + ENV_COLUMNS + ["flags", "run_file"]
+)
+INTERVAL_METRICS = metric_names(PERCENTILES, SLOW_PERIODS)
+CONDITION_COLUMNS = (  # per condition (summary)
+    IDENTITY_COLUMNS + ["repeats", "wall_s", "load_s", "cgroup_wall_s"]
+    + ["rps", "rps_lo", "rps_hi"]
+    + [c for m in LATENCY_COLUMNS for c in ((m, f"{m}_lo", f"{m}_hi") if m in INTERVAL_METRICS else (m,))]
+    + [c for m in SLOW_COLUMNS for c in (m, f"{m}_lo", f"{m}_hi")]
+    + ["steady_rps", "steady_p99_ms", "first_third_rps", "last_third_rps"]
+    + COUNT_COLUMNS + ["error_rate", "cgroup_source"] + CPU_COLUMNS
+    + ["time_coverage", "cap_reached", "oom_killed", "restart_count", "peak_memory_mb"]
+    + ENV_COLUMNS + ["flags"] + [f"flag_{code}" for code in flagmod.CODES]
 )
 
 
 def summarise_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """One row per run (= per condition); the run files are read one at a time."""
+    """One row per run file (a condition has one per repetition); the files are read one at a time."""
     rows = [summarise_run(p) for p in paths]
     frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    duplicated = frame["condition_id"][frame["condition_id"].duplicated()].tolist()
-    if duplicated:
-        raise RunFileError(f"condition(s) {duplicated} appear in more than one run file; pass each condition's file once")
+    duplicated = frame[frame.duplicated(["condition_id", "repeat"], keep=False)]
+    if not duplicated.empty:
+        runs = sorted(set(zip(duplicated["condition_id"], duplicated["repeat"])))
+        raise RunFileError(f"condition repetition(s) {runs} appear in more than one run file "
+                           f"({sorted(duplicated['run_file'])}); pass each repetition's file once")
+    return frame.sort_values(SORT_KEYS + ["repeat"], kind="stable").reset_index(drop=True)
+
+
+def _joined(values: pd.Series) -> str | None:
+    """The one value, or the distinct values joined by ";" - runs from different environments stay visible."""
+    distinct = sorted({str(v) for v in values.dropna()})
+    return ";".join(distinct) if distinct else None
+
+
+def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> dict[str, Any]:
+    """One condition's row from its per-run rows; reads its run files (run_file) once more for the samples."""
+    first = runs.iloc[0]
+    condition_id = str(first["condition_id"])
+    row: dict[str, Any] = {c: first[c] for c in IDENTITY_COLUMNS}
+    row["repeats"] = len(runs)
+    blocks: list[RunBlocks] = []
+    all_times, steady_times = [], []
+    steady_s = 0.0
+    for _, run in runs.iterrows():
+        samples = read_samples(run["run_file"])
+        blocks.append(run_blocks(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s))
+        all_times.append(samples.ok_response_time_s)
+        times, seconds = _steady(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s)
+        steady_times.append(times)
+        steady_s += seconds
+    period_ms = float(runs["period_ms"].mean())
+    found = condition_intervals(condition_id, blocks, period_ms, resamples=resamples, base_seed=base_seed,
+                                percentiles=PERCENTILES, slow_periods=SLOW_PERIODS)
+    for name in INTERVAL_METRICS:
+        row[name] = found.point[name]
+        row[f"{name}_lo"] = found.intervals[name].lo
+        row[f"{name}_hi"] = found.intervals[name].hi
+    pooled = np.concatenate(all_times)
+    row["max_ms"] = float(pooled.max()) * 1000.0 if len(pooled) else math.nan
+    row["mean_ms"] = float(pooled.mean()) * 1000.0 if len(pooled) else math.nan
+    del pooled, all_times
+    steady = np.sort(np.concatenate(steady_times)) * 1000.0
+    row["steady_rps"] = len(steady) / steady_s if steady_s else math.nan
+    row["steady_p99_ms"] = nearest_rank(steady, 99.0)
+    for column in ("wall_s", "load_s", "cgroup_wall_s", "first_third_rps", "last_third_rps", "time_coverage",
+                   *CPU_COLUMNS):
+        row[column] = float(pd.to_numeric(runs[column], errors="coerce").mean())
+    for column in COUNT_COLUMNS:
+        row[column] = int(runs[column].sum())
+    row["error_rate"] = _ratio(row["errors"], row["successful"] + row["errors"])
+    row["cgroup_source"] = _joined(runs["cgroup_source"])
+    row["cap_reached"] = bool(runs["cap_reached"].any())
+    row["oom_killed"] = bool(runs["oom_killed"].any())
+    row["restart_count"] = float(pd.to_numeric(runs["restart_count"], errors="coerce").sum())
+    row["peak_memory_mb"] = float(runs["peak_memory_mb"].max())
+    for column in ENV_COLUMNS:
+        row[column] = _joined(runs[column])
+    codes = flagmod.condition_flags((str(f).split(",") if f else [] for f in runs["flags"]), row)
+    row["flags"] = flagmod.join(codes)
+    for code in flagmod.CODES:
+        row[f"flag_{code}"] = code in codes
+    return row
+
+
+def summarise_conditions(per_run: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> pd.DataFrame:
+    """One row per condition from summarise_runs' frame: pooled point values, 95 % intervals, flags.
+
+    Conditions are done one at a time and each reads only its own run files, so
+    memory holds one condition's samples at most.
+    """
+    rows = [summarise_condition(group, resamples=resamples, base_seed=base_seed)
+            for _, group in per_run.groupby("condition_id", sort=False)]
+    frame = pd.DataFrame(rows, columns=CONDITION_COLUMNS)
     return frame.sort_values(SORT_KEYS, kind="stable").reset_index(drop=True)
 
 

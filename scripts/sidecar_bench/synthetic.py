@@ -1,9 +1,10 @@
-"""Synthetic run files, written exactly per the run file format (record.py), format_version 1.
+"""Synthetic run files, written per the run file format (record.py), with format 2's keys.
 
 For tests and for bench_analysis.py: analysis must be exercised on files shaped
 like the runner's without a Docker engine. `write_run` takes explicit samples
 (for hand-computed tests); `model_samples` makes plausible ones (CFS-period
-steps at 100 / 200 ms included) for a condition.
+steps at 100 / 200 ms included) for a condition. Repetitions go to
+`<dir>/<condition id>/rep<N>.parquet` with `repeat` N in the metadata.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def make_meta(
     non_2xx: int = 0,
     failed: int = 0,
     wall_s: float = 30.0,
+    load_s: float | None = None,
+    repeat: int = 1,
+    time_coverage: float = 1.0,
     throttled_share: float = 0.5,
     app_cpu_s: float | None = None,
     overrides: Mapping[str, Any] | None = None,
@@ -54,17 +58,22 @@ def make_meta(
         {"role": role, "target_pct": condition.sidecar_load_pct, "cpu_s": wall_s * condition.sidecar_load_pct / 100 * 0.98}
         for role in condition.roles
     ]
+    load_s = wall_s if load_s is None else load_s
     meta = {
         "format_version": FORMAT_VERSION,
+        "repeat": repeat,
         "condition": condition.as_dict(),
         "load": {"duration_s": wall_s, "concurrency": 10, "warmup_s": 0, "url": "http://127.0.0.1:8080/work"},
         "window": {
             "start": start.isoformat(),
             "end": (start + timedelta(seconds=wall_s)).isoformat(),
             "wall_s": wall_s,
+            "load_s": load_s,
+            "time_coverage": time_coverage,
         },
         "requests": {"rows": rows, "non_2xx": non_2xx, "failed": failed, "failed_source": "hey-summary",
-                     "error_distribution": {"connection refused": failed} if failed else {}},
+                     "error_distribution": {"connection refused": failed} if failed else {},
+                     "cap_reached": False},
         "cgroup": {
             "source": "cgroup-v1",
             "nr_periods": nr_periods,
@@ -75,6 +84,11 @@ def make_meta(
             "quota_us": quota_us,
             "wall_s": wall_s,  # the cgroup snapshot window; the runner's brackets hey's and is slightly longer
         },
+        "limits": {"cpu_quota_us": quota_us, "cpu_period_us": PERIOD_US, "vcpu": quota_us / PERIOD_US,
+                   "memory_limit_bytes": condition.memory_mb * 2**20, "swap_limit_bytes": 0},
+        # A 2-CPU host busy with the task's quota plus the load generator's share.
+        "host": {"cpus": 2, "busy_s": wall_s * min(2.0, condition.vcpu * 0.97 + 0.3), "total_s": wall_s * 2},
+        "loadgen": {"cpu_s": wall_s * 0.3},
         "processes": processes,
         "container": {"exit_code": 0, "oom_killed": False, "restart_count": 0, "peak_memory_bytes": 150 * 2**20},
         "environment": {
@@ -93,17 +107,32 @@ def write_run(
     response_time_s: Iterable[float],
     status_code: Iterable[int] | None = None,
     *,
+    offset_s: Iterable[float] | None = None,
     meta_overrides: Mapping[str, Any] | None = None,
     **meta_kwargs: Any,
 ) -> Path:
-    """One run file with the given samples; other columns are filled consistently."""
+    """One run file with the given samples; other columns are filled consistently.
+
+    offset_s: request start times; by default spread at random over the load
+    window (load_s, default wall_s) so that every response ends inside it.
+    time_coverage is computed from the samples unless given.
+    """
     rt = np.asarray(list(response_time_s) if not isinstance(response_time_s, np.ndarray) else response_time_s, dtype="float64")
     n = len(rt)
     codes = np.full(n, 200, dtype="int64") if status_code is None else np.asarray(list(status_code), dtype="int64")
     if len(codes) != n:
         raise ValueError(f"status_code has {len(codes)} values for {n} response times")
     wall_s = float(meta_kwargs.get("wall_s", 30.0))
-    offset = np.sort(np.random.default_rng(n).uniform(0, wall_s, n)) if n else np.zeros(0)
+    load_s = float(meta_kwargs.get("load_s") or wall_s)
+    if offset_s is not None:
+        offset = np.asarray(list(offset_s), dtype="float64")
+        if len(offset) != n:
+            raise ValueError(f"offset_s has {len(offset)} values for {n} response times")
+    else:
+        offset = np.random.default_rng(n).uniform(0, 1, n) * np.maximum(load_s - rt, 0) if n else np.zeros(0)
+    if "time_coverage" not in meta_kwargs:
+        concurrency = ((meta_overrides or {}).get("load") or {}).get("concurrency", 10)
+        meta_kwargs["time_coverage"] = round(float(rt.sum()) / (concurrency * load_s), 6) if n else 0.0
     values = condition.as_dict()
     columns = {
         "condition_id": pa.array([condition.id] * n, pa.string()),
@@ -156,12 +185,19 @@ def model_samples(condition: Condition, *, duration_s: float = 30.0, max_rows: i
     return np.round(latency_ms / 1000, 4)  # hey's 0.1 ms resolution
 
 
+def run_path(directory: str | Path, condition_id: str, repeat: int) -> Path:
+    """results/<preset>/runs/<condition id>/rep<N>.parquet"""
+    return Path(directory) / condition_id / f"rep{repeat}.parquet"
+
+
 def write_model_run(directory: str | Path, condition: Condition, *, duration_s: float = 30.0,
-                    max_rows: int | None = None) -> Path:
-    rt = model_samples(condition, duration_s=duration_s, max_rows=max_rows)
+                    max_rows: int | None = None, repeat: int = 1) -> Path:
+    """One modelled repetition; repetitions differ by seed, as real ones differ by run."""
+    seed = zlib.crc32(f"{condition.id}/{repeat}".encode())
+    rt = model_samples(condition, duration_s=duration_s, max_rows=max_rows, seed=seed)
     share = min(1.0, 0.3 + condition.total_sidecar_load_pct / (condition.vcpu * 100))
-    return write_run(Path(directory) / f"{condition.id}.parquet", condition, rt, wall_s=duration_s,
-                     throttled_share=share)
+    return write_run(run_path(directory, condition.id, repeat), condition, rt, wall_s=duration_s,
+                     throttled_share=share, repeat=repeat, time_coverage=0.98)
 
 
 def article_matrix() -> list[Condition]:
@@ -186,7 +222,8 @@ def article_matrix() -> list[Condition]:
     return sorted(conditions.values())
 
 
-__all__ = ["SCHEMA", "ROLES", "make_meta", "write_run", "model_samples", "write_model_run", "article_matrix"]
+__all__ = ["SCHEMA", "ROLES", "make_meta", "write_run", "run_path", "model_samples", "write_model_run",
+           "article_matrix"]
 
 
 def two_mode_samples(fast_ms: float, slow_ms: float, n: int = 100, slow: int = 2) -> np.ndarray:
