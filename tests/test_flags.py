@@ -31,6 +31,7 @@ def test_every_code_has_a_mark_label_and_rule():
     {"throttled_share": 0.04, "task_cpu_pct": 44.0},  # not throttled and under 90 % of the 50 % quota
     {"host_busy_pct": 90.0},  # host CPUs busy
     {"vcpu": 2.0, "quota_cpu_pct": 200.0, "task_cpu_pct": 199.0},  # the limit is the whole 2-CPU host
+    {"vcpu": 1.0, "quota_cpu_pct": 100.0, "task_cpu_pct": 99.0, "host_cpus": 1},  # host's own count first
 ])
 def test_host_bound(changes):
     assert "host_bound" in run_flags(with_(**changes))

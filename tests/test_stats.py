@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+import aggregate_runs
 from sidecar_bench import record, reference
 from sidecar_bench.conditions import Condition
 from sidecar_bench.record import METADATA_KEY as META_KEY
@@ -196,6 +197,7 @@ def test_format_1_files_take_the_load_window_from_the_samples(tmp_path):
     table = pq.read_table(path)
     meta = json.loads(table.schema.metadata[META_KEY])
     del meta["window"]["load_s"], meta["repeat"]
+    meta["format_version"] = 1
     pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()}), path)
     row = summarise_run(path)
     assert row["load_s"] == pytest.approx(2.0)  # last response: started at 1.5 s, took 0.5 s
@@ -259,3 +261,29 @@ def test_the_same_repetition_twice_is_an_error(tmp_path):
     b = write_run(run_path(tmp_path / "b", c.id, 2), c, [0.01], repeat=2)
     with pytest.raises(RunFileError, match=r"\('go_cpu1_mem2048_sc0_load00', 2\)"):
         summarise_runs([a, b])
+
+
+def test_aggregation_writes_one_row_per_run_and_one_per_condition(tmp_path):
+    c, d = Condition("go", 1, 2048, 0, 0), Condition("go", 2, 2048, 0, 0)
+    runs = [write_run(run_path(tmp_path / "runs", x.id, r), x, [0.001 * r] * 50, wall_s=5.0, repeat=r)
+            for x in (c, d) for r in (1, 2, 3)]
+    out = {name: tmp_path / name for name in ("s.parquet", "s.csv", "r.parquet", "r.csv")}
+    aggregate_runs.main(runs=runs, summary_parquet=out["s.parquet"], summary_csv=out["s.csv"],
+                        runs_parquet=out["r.parquet"], runs_csv=out["r.csv"])
+    import pandas as pd
+    per_run, summary = pd.read_parquet(out["r.parquet"]), pd.read_csv(out["s.csv"], keep_default_na=False)
+    assert len(per_run) == 6 and list(per_run["repeat"]) == [1, 2, 3, 1, 2, 3]
+    assert list(summary["condition_id"]) == [c.id, d.id] and list(summary["repeats"]) == [3, 3]
+    assert list(summary["p50_ms"]) == pytest.approx([2.0, 2.0])  # 1, 2, 3 ms pooled
+    assert "host_bound" in summary["flags"][1].split(",")  # 2 vCPU on the 2-CPU synthetic host
+
+
+def test_host_and_load_generator_cpu(tmp_path):
+    c = Condition("go", 0.5, 2048, 0, 0)
+    row = summarise_run(write_run(tmp_path / "a.parquet", c, [0.001] * 10, wall_s=4.0, meta_overrides={
+        "cgroup": {"wall_s": 4.0}, "host": {"cpus": 2, "busy_s": 6.0, "total_s": 8.0}, "loadgen": {"cpu_s": 1.0}}))
+    assert row["host_busy_pct"] == pytest.approx(75.0) and row["loadgen_cpu_pct"] == pytest.approx(25.0)
+    # An engine that hides the counters records null: unknown, not zero.
+    hidden = summarise_run(write_run(tmp_path / "b.parquet", c, [0.001] * 10, meta_overrides={
+        "host": None, "loadgen": None}))
+    assert np.isnan(hidden["host_busy_pct"]) and np.isnan(hidden["loadgen_cpu_pct"])

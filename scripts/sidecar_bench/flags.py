@@ -48,7 +48,8 @@ class Flag:
 
 FLAGS: dict[str, Flag] = {f.code: f for f in (
     Flag("host_bound", "H", "host-bound, not quota-bound",
-         f"throttled share < {HOST_BOUND_THROTTLED_SHARE} while task CPU < {HOST_BOUND_QUOTA_USE * 100:g} % of the quota, "
+         f"throttled share < {HOST_BOUND_THROTTLED_SHARE} while task CPU < {HOST_BOUND_QUOTA_USE * 100:g} % "
+         "of the quota, "
          f"or host CPUs >= {HOST_BUSY_PCT:g} % busy, or the vCPU limit >= the host's CPU count"),
     Flag("sidecar_under", "S", "sidecars under their load",
          f"sidecars burned < {SIDECAR_UNDER_RATIO * 100:g} % of their nominal load"),
@@ -89,7 +90,10 @@ def host_bound(row: Mapping[str, Any]) -> bool:
         return True
     if _f(row, "host_busy_pct") >= HOST_BUSY_PCT:
         return True
-    return _f(row, "vcpu") >= _f(row, "env_cpu_count")  # NaN (unknown count) compares False
+    cpus = _f(row, "host_cpus")  # format 2 reads it in the task; format 1 has the engine's count
+    if math.isnan(cpus):
+        cpus = _f(row, "env_cpu_count")
+    return _f(row, "vcpu") >= cpus  # NaN (unknown count) compares False
 
 
 def not_steady(row: Mapping[str, Any]) -> bool:
