@@ -287,3 +287,11 @@ def test_host_and_load_generator_cpu(tmp_path):
     hidden = summarise_run(write_run(tmp_path / "b.parquet", c, [0.001] * 10, meta_overrides={
         "host": None, "loadgen": None}))
     assert np.isnan(hidden["host_busy_pct"]) and np.isnan(hidden["loadgen_cpu_pct"])
+
+
+def test_repetitions_under_different_load_settings_are_not_pooled(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    runs = [write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=wall, repeat=r)
+            for r, wall in ((1, 10.0), (2, 20.0))]
+    with pytest.raises(RunFileError, match="go_cpu1_mem2048_sc0_load00: .*different duration_s"):
+        summarise_conditions(summarise_runs(runs))

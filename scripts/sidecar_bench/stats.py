@@ -355,6 +355,11 @@ def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_
     """One condition's row from its per-run rows; reads its run files (run_file) once more for the samples."""
     first = runs.iloc[0]
     condition_id = str(first["condition_id"])
+    for column in ("duration_s", "concurrency", "warmup_s"):
+        if runs[column].astype(str).nunique() > 1:
+            raise RunFileError(f"{condition_id}: repetitions were measured with different {column} "
+                               f"({', '.join(f'{f}: {v}' for f, v in zip(runs['run_file'], runs[column]))}); "
+                               "rerun them with one load setting")
     row: dict[str, Any] = {c: first[c] for c in IDENTITY_COLUMNS}
     row["repeats"] = len(runs)
     blocks: list[RunBlocks] = []
