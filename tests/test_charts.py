@@ -1,15 +1,20 @@
-"""Charts from a small set of synthetic run files: every file written, offline HTML, article marks present."""
+"""Charts from synthetic run files and hand-made summaries: every file written, offline HTML, article marks,
+intervals and flags present."""
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import aggregate_runs
 import plot_charts
 from sidecar_bench import reference
-from sidecar_bench.charts import CHART_NAMES, ccdf_points, figure_data, write_charts
+from sidecar_bench.charts import (CHART_NAMES, FLAGGED, ccdf_points, figure_data, latency_rps_chart, period_labels,
+                                  run_files, tail_data, tail_share_chart, timeseries_data, write_charts)
+from sidecar_bench.conditions import Condition
 from sidecar_bench.stats import summarise_runs
-from sidecar_bench.synthetic import two_mode_samples, write_small_set
+from sidecar_bench.synthetic import two_mode_samples, write_run, write_small_set
 
 REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "article-results.csv"
 
@@ -65,3 +70,101 @@ def test_charts_survive_a_matrix_without_their_setups(tmp_path):
     assert [p.name for p in written] == [f"{n}.html" for n in CHART_NAMES]
     written = write_charts(summarise_runs([]), ref, [], tmp_path / "empty", formats=("svg",))
     assert len(written) == len(CHART_NAMES)
+
+
+# --- intervals, flags and the fixes a reader needs, on a hand-made per-condition summary ---
+
+def hand_summary():
+    rows = []
+    for load, p99, rps, flags in ((0, 98.0, 1000.0, ""), (15, 104.0, 620.0, "host_bound"), (18, 187.0, 600.0, ""),
+                                  (45, 193.0, 540.0, "sidecar_under,few_samples_p99_9")):
+        rows.append({"condition_id": f"go_cpu0.25_mem2048_sc3_load{load // 3:02d}", "app": "go", "vcpu": 0.25,
+                     "memory_mb": 2048, "sidecar_count": 3, "sidecar_load_pct": load / 3,
+                     "total_sidecar_load_pct": float(load), "p50_ms": 1.0, "p50_ms_lo": 0.9, "p50_ms_hi": 1.1,
+                     "p99_ms": p99, "p99_ms_lo": p99 - 3, "p99_ms_hi": p99 + 4, "rps": rps, "rps_lo": rps - 10,
+                     "rps_hi": rps + 12, "slow_1p_share": 0.01, "slow_1p_share_lo": 0.008, "slow_1p_share_hi": 0.012,
+                     "slow_2p_share": 0.0, "slow_3p_share": 0.0, "period_ms": 100.0, "successful": 9000,
+                     "flags": flags})
+    return pd.DataFrame(rows)
+
+
+def layers_of(spec):
+    """Every single-view spec inside a (nested) compound spec."""
+    if "layer" in spec:
+        for layer in spec["layer"]:
+            yield from layers_of(layer)
+    for key in ("hconcat", "vconcat", "concat"):
+        for part in spec.get(key, []):
+            yield from layers_of(part)
+    if "mark" in spec:
+        yield spec
+
+
+def mark_type(layer):
+    return layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]
+
+
+def test_figure_has_interval_bars_and_a_ring_on_flagged_points():
+    ref = reference.load_reference(REFERENCE)
+    data = figure_data(hand_summary(), ref)
+    ours = data[(data["source"] == "ours") & (data["series"] == "P99")].set_index("load")
+    assert (ours.loc[15, "lo"], ours.loc[15, "hi"]) == (101.0, 108.0)
+    assert ours.loc[15, "flagged"] == FLAGGED and ours.loc[0, "flagged"] == ""
+    # P99.9's sample count does not flag an RPS point; the sidecars' shortfall does.
+    rps = data[(data["source"] == "ours") & (data["series"] == "RPS")].set_index("load")
+    assert rps.loc[45, "flags"] == "sidecar_under"
+    spec = latency_rps_chart(hand_summary(), ref).to_dict()
+    layers = list(layers_of(spec))
+    bars = [l for l in layers if mark_type(l) == "rule" and "y2" in l.get("encoding", {})]
+    assert bars and bars[0]["encoding"]["y2"]["field"] == "hi"
+    rings = [l for l in layers if l.get("encoding", {}).get("stroke", {}).get("field") == "flagged"]
+    assert rings and rings[0]["mark"]["filled"] is False
+    assert "Red rings: flagged conditions (H host-bound" in " ".join(spec["title"]["subtitle"])
+
+
+def test_rps_panels_have_their_own_scales_and_the_legend_draws_hollow_diamonds():
+    ref = reference.load_reference(REFERENCE)
+    spec = latency_rps_chart(hand_summary(), ref).to_dict()
+    go = spec["vconcat"][0]
+    assert [p["title"] for p in go["hconcat"]][1:] == ["RPS, ours (own scale)", "RPS, the article (own scale)"]
+    assert go["resolve"]["scale"]["y"] == "independent"
+    article = [l for l in layers_of(spec) if l.get("encoding", {}).get("shape", {}).get("legend")]
+    assert article and article[0]["mark"]["filled"] is False
+    assert article[0]["encoding"]["shape"]["legend"]["symbolFillColor"] == "transparent"
+
+
+def test_tail_shares_replace_the_saturated_throttling_chart():
+    assert "throttling_vs_load" not in CHART_NAMES and "tail_share_vs_load" in CHART_NAMES
+    data = tail_data(hand_summary())
+    one = data[data["series"] == "> 1 period"].set_index("load")
+    assert (one.loc[0, "share"], one.loc[0, "lo"], one.loc[0, "hi"]) == (0.01, 0.008, 0.012)
+    spec = tail_share_chart(hand_summary()).to_dict()
+    assert any(mark_type(l) == "rule" and "y2" in l["encoding"] for l in layers_of(spec))
+
+
+def test_period_labels_leave_room_on_a_log_axis():
+    labels = period_labels(100.0, 1500.0)
+    shown = [l for l in labels["label"] if l]
+    assert shown[:4] == ["100 ms", "200 ms", "400 ms", "700 ms"]  # 300 is 0.18 decades from 200: would overprint
+    assert "500 ms" not in shown and "800 ms" not in shown
+    assert len(labels) == 16  # every period multiple still has its dashed line
+
+
+def test_run_files_are_grouped_by_condition_and_repetition():
+    files = run_files(["r/runs/go_x/rep2.parquet", "r/runs/go_x/rep1.parquet", "r/runs/next_y.parquet"])
+    assert [(n, p.name) for n, p in files["go_x"]] == [(1, "rep1.parquet"), (2, "rep2.parquet")]
+    assert files["next_y"][0][0] == 1
+
+
+def test_per_second_chart_shows_the_first_repetition_at_no_load_and_the_highest(tmp_path):
+    summary = hand_summary()
+    runs = []
+    for cid, load in zip(summary["condition_id"], summary["total_sidecar_load_pct"]):
+        condition = Condition("go", 0.25, 2048, 3, load / 3)
+        for rep, slow in ((1, 100.0), (2, 300.0)):
+            runs.append(write_run(tmp_path / cid / f"rep{rep}.parquet", condition,
+                                  np.resize(two_mode_samples(2.0, slow), 1000), wall_s=10.0))
+    data = timeseries_data(summary, runs)
+    assert set(data["load"]) == {"0% load", "45% load (S ‡)"}
+    assert set(data["repeat"]) == {1} and data["p99_ms"].max() == pytest.approx(100.0)
+    assert data.groupby("load")["responses"].sum().to_dict() == {"0% load": 1000, "45% load (S ‡)": 1000}

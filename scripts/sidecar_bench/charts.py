@@ -1,13 +1,17 @@
 """The article's charts (and a few it lacked), from our summary, with the article's values as hollow marks.
 
-Every chart is written as <name>.html (Vega-Lite with its JavaScript inlined, so
-it opens offline), <name>.png (scale 2) and <name>.svg. A chart whose data the
-current matrix lacks is still written, saying what is missing.
+Our points carry their 95 % intervals (error bars) and a red ring when the
+condition is flagged (flags.FLAGS; the subtitle names the flags present).
+Every chart is written as <name>.html (Vega-Lite with its JavaScript inlined,
+so it opens offline), <name>.png (scale 2) and <name>.svg. A chart whose data
+the current matrix lacks is still written, saying what is missing; a summary
+without intervals or flags draws points without bars or rings.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -16,21 +20,28 @@ import numpy as np
 import pandas as pd
 
 from . import reference as refmod
+from .breaking import assess_rows
+from .flags import FLAGS
 from .runfile import read_columns
-from .breaking import breaking_point
-from .tables import APP_NAMES, baseline_memory, runs_of
+from .tables import APP_NAMES, baseline_memory, cell_codes, codes_of, runs_of
+from .timeseries import per_second
 
 # The article's four setups: app, vCPU, sidecar count.
 FIGURE_SETUPS = (("go", 0.25, 3), ("next", 0.25, 3), ("next", 0.5, 3), ("next", 0.25, 1))
 RETAINED_SETUPS = (("go", 0.25, 3), ("next", 0.25, 3), ("next", 0.5, 3))
 DISTRIBUTION_SETUPS = (("go", 0.25, 3), ("next", 0.25, 3))
+SETUP_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]
 SERIES_COLORS = {"P50": "#4c78a8", "P99": "#e45756", "RPS": "#54a24b"}
-SOURCE_SHAPES = {"ours": "circle", "article": "diamond"}
+SOURCES = ("ours", "article")
+FLAG_COLOR = "#d62728"
+FLAGGED = "flagged condition"
 LOAD_TITLE = "Total sidecar load (% of one core)"
 # Domain ends at the highest load (no "nice" 110 whose label collides with 100).
 LOAD_SCALE = alt.Scale(nice=False, zero=True)
-WIDTH, HEIGHT = 300, 220
+WIDTH, HEIGHT = 260, 190
 ECDF_POINTS = 1500
+PANEL_WIDTH, LABEL_PX = 330, 16  # distribution panels; a rotated period label needs ~16 px of axis
+REP_FILE = re.compile(r"rep(\d+)$")
 
 
 def setup_name(app: str, vcpu: float, sidecar_count: int) -> str:
@@ -43,76 +54,143 @@ def placeholder(title: str, message: str) -> alt.Chart:
             .encode(text="text:N").properties(title=title, width=520, height=80))
 
 
-def source_shape() -> alt.Shape:
-    return alt.Shape("source:N", title="Source",
-                     scale=alt.Scale(domain=list(SOURCE_SHAPES), range=list(SOURCE_SHAPES.values())))
+# --- sources, intervals and flags: one look for every chart ------------------------------------------------
+
+def article_shape() -> alt.Shape:
+    """The article's points: hollow diamonds, with a legend entry drawn hollow as they are (ours are the
+    filled points of the colour legend)."""
+    return alt.Shape("source:N", title="Source", scale=alt.Scale(domain=["article"], range=["diamond"]),
+                     legend=alt.Legend(symbolFillColor="transparent", symbolStrokeColor="gray", symbolStrokeWidth=1.5,
+                                       labelExpr="'the article (hollow)'"))
 
 
-# --- figure 1: latency (left, log) + RPS (right) against total load ---------------------------------
+def flag_marks(value) -> str:
+    return " ".join(FLAGS[c].mark if c in FLAGS else c for c in codes_of(value))
+
+
+def metric_flags(value, metric: str) -> str:
+    """The flags of a summary cell that bear on one metric (tables.NOT_FOR), joined as in the summary."""
+    return ",".join(sorted(cell_codes(codes_of(value), metric)))
+
+
+def flagged_subtitle(frames: Iterable[pd.DataFrame], lead: str = "Red rings: flagged conditions") -> str:
+    """"Red rings: flagged conditions (H host-bound, not quota-bound; ...)" for the flags present, or ""."""
+    present: set[str] = set()
+    for frame in frames:
+        if "flags" in frame.columns:
+            for value in frame["flags"]:
+                present |= set(codes_of(value))
+    if not present:
+        return ""
+    named = "; ".join(f"{FLAGS[c].mark} {FLAGS[c].label}" for c in FLAGS if c in present)
+    return f"{lead} ({named}; rules in the tables' legends)."
+
+
+def with_flags(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    flags = frame["flags"] if "flags" in frame.columns else pd.Series("", index=frame.index)
+    frame["flags"] = flags.fillna("").astype(str)
+    frame["marks"] = frame["flags"].map(flag_marks)
+    frame["flagged"] = np.where(frame["flags"] != "", FLAGGED, "")
+    return frame
+
+
+def flag_ring(base: alt.Chart, y: alt.Y, size: int = 160) -> alt.Chart:
+    """A red ring around each flagged point, with a legend entry."""
+    return base.transform_filter(alt.datum.flagged == FLAGGED).mark_point(
+        shape="circle", filled=False, size=size, strokeWidth=2).encode(
+        y=y, stroke=alt.Stroke("flagged:N", title="Flags", scale=alt.Scale(domain=[FLAGGED], range=[FLAG_COLOR]),
+                               legend=alt.Legend(symbolType="circle", symbolFillColor="transparent",
+                                                 symbolStrokeWidth=2)))
+
+
+def ours_and_article(base: alt.Chart, y: alt.Y, lo: str, hi: str, line: dict | None = None) -> list[alt.Chart]:
+    """Ours: line, error bars (lo..hi), filled points, red rings on flagged ones; the article: hollow diamonds."""
+    ours = base.transform_filter(alt.datum.source == "ours")
+    article = base.transform_filter(alt.datum.source == "article")
+    spec = y.to_dict()
+    y_lo = alt.Y(f"{lo}:Q", title=spec.get("title", alt.Undefined), scale=spec.get("scale", alt.Undefined))
+    return [
+        ours.mark_line(**(line or {})).encode(y=y),
+        ours.transform_filter(f"isValid(datum['{lo}']) && isValid(datum['{hi}'])")
+        .mark_rule(strokeWidth=1.5).encode(y=y_lo, y2=alt.Y2(f"{hi}:Q")),
+        ours.mark_point(size=35, filled=True, opacity=1).encode(y=y),
+        flag_ring(ours, y),
+        article.mark_point(size=70, strokeWidth=1.5, filled=False).encode(y=y, shape=article_shape()),
+    ]
+
+
+# --- figure 1: latency and RPS against total load, ours and the article's each on its own RPS scale ---------
+
+METRICS = (("p50_ms", "P50"), ("p99_ms", "P99"), ("rps", "RPS"))
+
+
+def _col(rows: pd.DataFrame, name: str) -> pd.Series:
+    return rows[name] if name in rows.columns else pd.Series(math.nan, index=rows.index)
+
 
 def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     memory = baseline_memory(summary)
     frames = []
     for app, vcpu, sc in FIGURE_SETUPS:
         name = setup_name(app, vcpu, sc)
-        rows = runs_of(summary, app, vcpu, sc, memory)
-        if len(rows):
-            grouped = rows.groupby("total_sidecar_load_pct")[["p50_ms", "p99_ms", "rps"]].mean().reset_index()
-            for column, series in (("p50_ms", "P50"), ("p99_ms", "P99"), ("rps", "RPS")):
-                frames.append(pd.DataFrame({"setup": name, "load": grouped["total_sidecar_load_pct"],
-                                            "series": series, "value": grouped[column], "source": "ours"}))
-        for metric, series in (("p50_ms", "P50"), ("p99_ms", "P99"), ("rps", "RPS")):
-            article = refmod.sweep(ref, app, vcpu, sc, metric)
+        rows = runs_of(summary, app, vcpu, sc, memory).sort_values("total_sidecar_load_pct")
+        for column, series in METRICS:
+            if len(rows):
+                frames.append(pd.DataFrame({
+                    "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(), "series": series,
+                    "value": rows[column].to_numpy(), "lo": _col(rows, f"{column}_lo").to_numpy(),
+                    "hi": _col(rows, f"{column}_hi").to_numpy(), "source": "ours",
+                    "flags": [metric_flags(v, column) for v in _col(rows, "flags")]}))
+            article = refmod.sweep(ref, app, vcpu, sc, column)
             if len(article):
                 frames.append(pd.DataFrame({"setup": name, "load": article.index, "series": series,
-                                            "value": article.to_numpy(), "source": "article"}))
-    columns = ["setup", "load", "series", "value", "source"]
+                                            "value": article.to_numpy(), "lo": math.nan, "hi": math.nan,
+                                            "source": "article", "flags": ""}))
+    columns = ["setup", "load", "series", "value", "lo", "hi", "source", "flags"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    return data.dropna(subset=["value"])
+    return with_flags(data.dropna(subset=["value"]))
 
 
 def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
     data = figure_data(summary, ref)
-    title = "Latency (left, log) and RPS (right) against total sidecar load"
+    title = "Latency and RPS against total sidecar load"
     if data.empty:
         return placeholder(title, "No run of the four setups in the current matrix.")
     color = alt.Color("series:N", title="Series",
                       scale=alt.Scale(domain=list(SERIES_COLORS), range=list(SERIES_COLORS.values())))
     x = alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE)
     tooltip = ["setup:N", "series:N", "source:N", alt.Tooltip("load:Q", title="load %"),
-               alt.Tooltip("value:Q", format=".1f")]
-    panels = []
+               alt.Tooltip("value:Q", format=".1f"), alt.Tooltip("lo:Q", format=".1f"),
+               alt.Tooltip("hi:Q", format=".1f"), "marks:N"]
+    rows = []
     for app, vcpu, sc in FIGURE_SETUPS:
         name = setup_name(app, vcpu, sc)
         part = data[data["setup"] == name]
         if part.empty:
-            panels.append(placeholder(name, "not in the current matrix").properties(width=WIDTH, height=HEIGHT))
+            rows.append(placeholder(name, "not in the current matrix").properties(width=WIDTH, height=HEIGHT))
             continue
         base = alt.Chart(part).encode(x=x, color=color, tooltip=tooltip)
-        lat = base.transform_filter(alt.FieldOneOfPredicate(field="series", oneOf=["P50", "P99"]))
-        rps = base.transform_filter(alt.datum.series == "RPS")
-        y_lat = alt.Y("value:Q", title="Latency (ms, log scale)", scale=alt.Scale(type="log"),
-                      axis=alt.Axis(orient="left"))
-        y_rps = alt.Y("value:Q", title="RPS (responses/s)", scale=alt.Scale(zero=True),
-                      axis=alt.Axis(orient="right", titleColor=SERIES_COLORS["RPS"]))
-        latency = alt.layer(
-            lat.transform_filter(alt.datum.source == "ours").mark_line().encode(y=y_lat, detail="series:N"),
-            lat.transform_filter(alt.datum.source == "ours").mark_point(filled=True, size=30).encode(y=y_lat, shape=source_shape()),
-            lat.transform_filter(alt.datum.source == "article").mark_point(filled=False, size=70, strokeWidth=1.5)
-            .encode(y=y_lat, shape=source_shape()),
-        )
-        throughput = alt.layer(
-            rps.transform_filter(alt.datum.source == "ours").mark_line(strokeDash=[5, 3]).encode(y=y_rps),
-            rps.transform_filter(alt.datum.source == "ours").mark_point(filled=True, size=30).encode(y=y_rps, shape=source_shape()),
-            rps.transform_filter(alt.datum.source == "article").mark_point(filled=False, size=70, strokeWidth=1.5)
-            .encode(y=y_rps, shape=source_shape()),
-        )
-        shown = name if (part["source"] == "ours").any() else f"{name} (article only: no runs here)"
-        panels.append(alt.layer(latency, throughput).resolve_scale(y="independent")
-                      .properties(title=shown, width=WIDTH, height=HEIGHT))
-    return (alt.concat(*panels, columns=2).resolve_scale(color="shared", shape="shared")
-            .properties(title=alt.Title(title, subtitle="Filled points and lines: ours; hollow diamonds: the article. "
-                                                        "RPS line dashed, on the right axis.")))
+        latency = base.transform_filter(alt.FieldOneOfPredicate(field="series", oneOf=["P50", "P99"]))
+        y_lat = alt.Y("value:Q", title="Latency (ms, log)", scale=alt.Scale(type="log"))
+        panels = [alt.layer(*ours_and_article(latency.encode(detail="series:N"), y_lat, "lo", "hi"))
+                  .properties(title=f"{name}: P50, P99", width=WIDTH, height=HEIGHT)]
+        for source, label in (("ours", "RPS, ours (own scale)"), ("article", "RPS, the article (own scale)")):
+            rps = base.transform_filter(alt.datum.series == "RPS")
+            y_rps = alt.Y("value:Q", title="RPS (responses/s)", scale=alt.Scale(zero=False))
+            if not ((part["series"] == "RPS") & (part["source"] == source)).any():
+                panels.append(placeholder(label, f"no {source} RPS").properties(width=WIDTH, height=HEIGHT))
+                continue
+            layers = ours_and_article(rps.transform_filter(alt.datum.source == source), y_rps, "lo", "hi")
+            panels.append(alt.layer(*layers).properties(title=label, width=WIDTH, height=HEIGHT))
+        rows.append(alt.hconcat(*panels).resolve_scale(y="independent"))
+    subtitle = ["Filled points and lines: ours, with 95 % interval bars; hollow diamonds: the article. RPS in two "
+                "panels, each on its own scale (ours and the article's differ in level)."]
+    flagged = flagged_subtitle([data])
+    if flagged:
+        subtitle.append(flagged)
+    return (alt.vconcat(*rows).resolve_scale(color="shared", shape="shared", stroke="shared")
+            .properties(title=alt.Title(title, subtitle=subtitle)))
 
 
 # --- figure 2: RPS retained vs the no-load baseline --------------------------------------------------
@@ -122,45 +200,46 @@ def retained_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for app, vcpu, sc in RETAINED_SETUPS:
         name = setup_name(app, vcpu, sc)
-        rows = runs_of(summary, app, vcpu, sc, memory)
-        ours = rows.groupby("total_sidecar_load_pct")["rps"].mean()
-        if 0.0 in ours.index and ours.loc[0.0] > 0:
-            frames.append(pd.DataFrame({"setup": name, "load": ours.index, "retained": ours.to_numpy() / ours.loc[0.0],
-                                        "rps": ours.to_numpy(), "source": "ours"}))
+        rows = runs_of(summary, app, vcpu, sc, memory).sort_values("total_sidecar_load_pct")
+        base = rows[np.isclose(rows["total_sidecar_load_pct"], 0.0)]["rps"]
+        if len(base) and float(base.iloc[0]) > 0:
+            rps0 = float(base.iloc[0])
+            frames.append(pd.DataFrame({
+                "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(),
+                "retained": rows["rps"].to_numpy() / rps0, "lo": _col(rows, "rps_lo").to_numpy() / rps0,
+                "hi": _col(rows, "rps_hi").to_numpy() / rps0, "rps": rows["rps"].to_numpy(), "source": "ours",
+                "flags": [metric_flags(v, "rps") for v in _col(rows, "flags")]}))
         article = refmod.sweep(ref, app, vcpu, sc, "rps")
         if len(article) and 0.0 in article.index:
             frames.append(pd.DataFrame({"setup": name, "load": article.index,
-                                        "retained": article.to_numpy() / article.loc[0.0],
-                                        "rps": article.to_numpy(), "source": "article"}))
+                                        "retained": article.to_numpy() / article.loc[0.0], "lo": math.nan,
+                                        "hi": math.nan, "rps": article.to_numpy(), "source": "article", "flags": ""}))
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["setup", "load", "retained", "rps", "source"])
-    return data
+        columns=["setup", "load", "retained", "lo", "hi", "rps", "source", "flags"])
+    return with_flags(data)
 
 
 def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
     data = retained_data(summary, ref)
     title = "RPS retained relative to the no-load baseline (3 sidecars)"
-    if data.empty or not (data["source"] == "ours").any():
-        note = "No run pair (no load and loaded) of Go 0.25 / Next 0.25 / Next 0.5 + 3 sidecars in this matrix."
-        if data.empty:
-            return placeholder(title, note)
+    if data.empty:
+        return placeholder(title, "No run pair (no load and loaded) of Go 0.25 / Next 0.25 / Next 0.5 + 3 sidecars "
+                                  "in this matrix.")
     names = [setup_name(*s) for s in RETAINED_SETUPS]
-    color = alt.Color("setup:N", title="Setup", scale=alt.Scale(domain=names, range=["#4c78a8", "#f58518", "#54a24b"]))
+    color = alt.Color("setup:N", title="Setup", scale=alt.Scale(domain=names, range=SETUP_COLORS[:3]))
+    y = alt.Y("retained:Q", title="RPS retained (share of the 0 % load RPS)", axis=alt.Axis(format="%"),
+              scale=alt.Scale(zero=True))
     base = alt.Chart(data).encode(
-        x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE),
-        y=alt.Y("retained:Q", title="RPS retained (share of the 0 % load RPS)", axis=alt.Axis(format="%"),
-                scale=alt.Scale(zero=True)),
-        color=color,
+        x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE), color=color,
         tooltip=["setup:N", "source:N", "load:Q", alt.Tooltip("rps:Q", format=".0f"),
-                 alt.Tooltip("retained:Q", format=".0%")],
-    )
-    ours = base.transform_filter(alt.datum.source == "ours")
-    return alt.layer(
-        ours.mark_line(),
-        ours.mark_point(filled=True, size=35).encode(shape=source_shape()),
-        base.transform_filter(alt.datum.source == "article").mark_point(filled=False, size=80, strokeWidth=1.5)
-        .encode(shape=source_shape()),
-    ).properties(width=520, height=300, title=alt.Title(title, subtitle="Hollow diamonds: the article's values."))
+                 alt.Tooltip("retained:Q", format=".0%"), alt.Tooltip("lo:Q", format=".0%"),
+                 alt.Tooltip("hi:Q", format=".0%"), "marks:N"])
+    subtitle = ["Hollow diamonds: the article's values. Bars: our 95 % RPS interval over our own 0 % RPS."]
+    flagged = flagged_subtitle([data])
+    if flagged:
+        subtitle.append(flagged)
+    return alt.layer(*ours_and_article(base, y, "lo", "hi")).properties(
+        width=520, height=300, title=alt.Title(title, subtitle=subtitle))
 
 
 # --- figure 3: RPS by memory limit --------------------------------------------------------------------
@@ -171,16 +250,19 @@ def memory_data(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3
     rows = rows[np.isclose(rows["sidecar_load_pct"], sidecar_load_pct)]
     frames = []
     if len(rows):
-        grouped = rows.groupby(["app", "vcpu", "memory_mb"])["rps"].mean().reset_index()
-        frames.append(grouped.assign(source="ours"))
+        frames.append(pd.DataFrame({
+            "app": rows["app"], "vcpu": rows["vcpu"], "memory_mb": rows["memory_mb"], "rps": rows["rps"],
+            "lo": _col(rows, "rps_lo"), "hi": _col(rows, "rps_hi"), "source": "ours",
+            "flags": [metric_flags(v, "rps") for v in _col(rows, "flags")]}))
     art = refmod.select(ref, "memory", metric="rps")
     if len(art):
-        frames.append(art[["app", "vcpu", "memory_mb", "value"]].rename(columns={"value": "rps"}).assign(source="article"))
+        frames.append(art[["app", "vcpu", "memory_mb", "value"]].rename(columns={"value": "rps"})
+                      .assign(lo=math.nan, hi=math.nan, source="article", flags=""))
     if not frames:
-        return pd.DataFrame(columns=["app", "vcpu", "memory_mb", "rps", "source", "App", "panel"])
-    data = pd.concat(frames, ignore_index=True)
+        return pd.DataFrame(columns=["app", "vcpu", "memory_mb", "rps", "lo", "hi", "source", "flags", "marks",
+                                     "flagged", "App"])
+    data = with_flags(pd.concat(frames, ignore_index=True))
     data["App"] = data["app"].map(lambda a: APP_NAMES.get(a, a))
-    data["panel"] = data["vcpu"].map(lambda v: f"{v:g} vCPU")
     return data
 
 
@@ -196,47 +278,88 @@ def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
             continue  # a grid run at one memory limit is no memory comparison
         base = alt.Chart(part).encode(
             x=alt.X("memory_mb:O", title="Memory limit (MB)", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("rps:Q", title="RPS (responses/s)", scale=alt.Scale(zero=True)),
             color=alt.Color("App:N", title="App", scale=alt.Scale(domain=list(APP_NAMES.values()),
-                                                                    range=["#4c78a8", "#f58518"])),
-            tooltip=["App:N", "source:N", "memory_mb:O", alt.Tooltip("rps:Q", format=".0f")],
-        )
-        ours = base.transform_filter(alt.datum.source == "ours")
-        panels.append(alt.layer(
-            ours.mark_line(), ours.mark_point(filled=True, size=40).encode(shape=source_shape()),
-            base.transform_filter(alt.datum.source == "article").mark_point(filled=False, size=90, strokeWidth=1.5)
-            .encode(shape=source_shape()),
-        ).properties(title=f"{vcpu:g} vCPU", width=220, height=240))
+                                                                    range=SETUP_COLORS[:2])),
+            detail="App:N",
+            tooltip=["App:N", "source:N", "memory_mb:O", alt.Tooltip("rps:Q", format=".0f"),
+                     alt.Tooltip("lo:Q", format=".0f"), alt.Tooltip("hi:Q", format=".0f"), "marks:N"])
+        y = alt.Y("rps:Q", title="RPS (responses/s)", scale=alt.Scale(zero=True))
+        panels.append(alt.layer(*ours_and_article(base, y, "lo", "hi")).properties(
+            title=f"{vcpu:g} vCPU", width=220, height=240))
     if not panels:
         return placeholder(title, "No vCPU with runs at two or more memory limits in the current matrix.")
+    subtitle = ["Bars: our 95 % intervals. The article published 1 vCPU only (hollow diamonds)."]
+    flagged = flagged_subtitle([data])
+    if flagged:
+        subtitle.append(flagged)
     return alt.hconcat(*panels).resolve_scale(color="shared", shape="shared").properties(
-        title=alt.Title(title, subtitle="The article published 1 vCPU only (hollow diamonds)."))
+        title=alt.Title(title, subtitle=subtitle))
 
 
-# --- beyond the article: throttling ---------------------------------------------------------------------
+# --- beyond the article: how many responses wait whole CFS periods --------------------------------------------
 
-def throttling_chart(summary: pd.DataFrame, sidecar_count: int = 3) -> alt.TopLevelMixin:
+TAIL_SERIES = {1: "> 1 period", 2: "> 2 periods", 3: "> 3 periods"}
+TAIL_COLORS = ["#f58518", "#e45756", "#72286f"]
+
+
+def tail_data(summary: pd.DataFrame) -> pd.DataFrame:
     memory = baseline_memory(summary)
-    rows = runs_of(summary, sidecar_count=sidecar_count, memory_mb=memory)
-    title = f"Share of CFS periods throttled against total sidecar load ({sidecar_count} sidecars)"
-    rows = rows.dropna(subset=["throttled_share"]) if "throttled_share" in rows else rows.iloc[0:0]
-    if rows.empty:
-        return placeholder(title, "No run with cgroup throttling counters in the current matrix.")
-    data = rows[["app", "vcpu", "total_sidecar_load_pct", "throttled_share", "throttled_s_per_s", "condition_id"]].copy()
-    data["App"] = data["app"].map(lambda a: APP_NAMES.get(a, a))
-    data["vCPU"] = data["vcpu"].map(lambda v: f"{v:g}")
-    return alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("total_sidecar_load_pct:Q", title=LOAD_TITLE, scale=LOAD_SCALE),
-        y=alt.Y("throttled_share:Q", title="Throttled periods (nr_throttled / nr_periods)", axis=alt.Axis(format="%"),
-                scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("vCPU:N", title="vCPU", sort=sorted(data["vCPU"].unique(), key=float)),
-        tooltip=["condition_id:N", alt.Tooltip("throttled_share:Q", format=".1%"),
-                 alt.Tooltip("throttled_s_per_s:Q", title="throttled s per s", format=".3f")],
-    ).properties(width=300, height=240).facet(column=alt.Column("App:N", title=None, header=alt.Header(labelFontSize=13, labelFontWeight="bold"))).properties(
-        title=alt.Title(title, subtitle="cgroup cpu.stat deltas over the cgroup snapshot window (cgroup_wall_s)"))
+    frames = []
+    for app, vcpu, sc in FIGURE_SETUPS:
+        rows = runs_of(summary, app, vcpu, sc, memory).sort_values("total_sidecar_load_pct")
+        for k, series in TAIL_SERIES.items():
+            column = f"slow_{k}p_share"
+            if rows.empty or column not in rows.columns:
+                continue
+            frames.append(pd.DataFrame({
+                "setup": setup_name(app, vcpu, sc), "load": rows["total_sidecar_load_pct"].to_numpy(),
+                "series": series, "share": rows[column].to_numpy(), "lo": _col(rows, f"{column}_lo").to_numpy(),
+                "hi": _col(rows, f"{column}_hi").to_numpy(), "source": "ours",
+                "flags": [metric_flags(v, "p99_ms") for v in _col(rows, "flags")]}))
+    columns = ["setup", "load", "series", "share", "lo", "hi", "source", "flags"]
+    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    return with_flags(data.dropna(subset=["share"]))
+
+
+def tail_share_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
+    data = tail_data(summary)
+    title = "Share of responses slower than 1, 2 and 3 CFS periods against total sidecar load"
+    if data.empty:
+        return placeholder(title, "No tail shares (slow_<k>p_share) for the four setups in this summary.")
+    period = float(summary["period_ms"].median()) if "period_ms" in summary and summary["period_ms"].notna().any() else 100.0
+    color = alt.Color("series:N", title=f"Slower than (period {period:g} ms)",
+                      scale=alt.Scale(domain=list(TAIL_SERIES.values()), range=TAIL_COLORS))
+    y = alt.Y("share:Q", title="Share of successful responses", axis=alt.Axis(format="%"), scale=alt.Scale(zero=True))
+    panels = []
+    for name in dict.fromkeys(data["setup"]):
+        part = data[data["setup"] == name]
+        base = alt.Chart(part).encode(
+            x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE), color=color, detail="series:N",
+            tooltip=["setup:N", "series:N", alt.Tooltip("load:Q", title="load %"),
+                     alt.Tooltip("share:Q", format=".2%"), alt.Tooltip("lo:Q", format=".2%"),
+                     alt.Tooltip("hi:Q", format=".2%"), "marks:N"])
+        panels.append(alt.layer(*ours_and_article(base, y, "lo", "hi")[:4]).properties(
+            title=name, width=WIDTH, height=HEIGHT))
+    subtitle = ["A throttled request waits for the next period: these shares move P99 (1 % of responses). "
+                "Bars: 95 % intervals."]
+    flagged = flagged_subtitle([data])
+    if flagged:
+        subtitle.append(flagged)
+    return alt.concat(*panels, columns=2).resolve_scale(color="shared").properties(
+        title=alt.Title(title, subtitle=subtitle))
 
 
 # --- beyond the article: latency distributions ----------------------------------------------------------
+
+def run_files(runs: Sequence[str | Path]) -> dict[str, list[tuple[int, Path]]]:
+    """Run files by condition id, each with its repetition: runs/<id>/rep<N>.parquet (or <id>.parquet = rep 1)."""
+    out: dict[str, list[tuple[int, Path]]] = {}
+    for p in map(Path, runs):
+        match = REP_FILE.fullmatch(p.stem)
+        cid, repeat = (p.parent.name, int(match.group(1))) if match else (p.stem, 1)
+        out.setdefault(cid, []).append((repeat, p))
+    return {cid: sorted(files) for cid, files in out.items()}
+
 
 def chosen_conditions(summary: pd.DataFrame) -> pd.DataFrame:
     """Per distribution setup: the no-load run, the two runs around our breaking point, and the highest load."""
@@ -248,9 +371,9 @@ def chosen_conditions(summary: pd.DataFrame) -> pd.DataFrame:
             continue
         loads = list(rows["total_sidecar_load_pct"])
         wanted = {loads[0], loads[-1]}
-        found = breaking_point(rows["total_sidecar_load_pct"], rows["p99_ms"])
-        if found:
-            wanted |= {found.before_load_pct, found.after_load_pct}
+        step = assess_rows(rows).step
+        if step is not None:
+            wanted |= {step.before_load_pct, step.after_load_pct}
         for load in sorted(wanted):
             picked.append(rows[np.isclose(rows["total_sidecar_load_pct"], load)].iloc[0])
     return pd.DataFrame(picked)
@@ -267,20 +390,35 @@ def ccdf_points(response_time_s: np.ndarray, points: int = ECDF_POINTS) -> pd.Da
     return pd.DataFrame({"latency_ms": np.maximum(ms[ranks], 0.05), "slower": (n - ranks - 1 + 0.5) / n})
 
 
+def period_labels(period: float, top: float, min_log_gap: float = 0.2) -> pd.DataFrame:
+    """Period multiples up to the data's top, labelled only where a label has room on a log axis:
+    at least min_log_gap decades from the previous label (16 px on a 330 px axis of 4 decades is ~0.2)."""
+    lines = pd.DataFrame({"latency_ms": [period * k for k in range(1, int(top // period) + 2)]})
+    labels, last = [], -math.inf
+    for value in lines["latency_ms"]:
+        roomy = math.log10(value) - last >= min_log_gap
+        labels.append(f"{value:g} ms" if roomy else "")
+        last = math.log10(value) if roomy else last
+    return lines.assign(label=labels)
+
+
 def distribution_chart(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]) -> alt.TopLevelMixin:
     title = "Latency distribution: share of responses slower than x (log-log)"
     chosen = chosen_conditions(summary)
-    by_name = {Path(p).name: Path(p) for p in runs}
+    files = run_files(runs)
     frames, marks = [], []
     for row in chosen.itertuples() if len(chosen) else []:
-        path = by_name.get(row.run_file)
-        if path is None:
+        paths = [p for _, p in files.get(row.condition_id, [])]
+        if not paths:
             continue
-        cols = read_columns(path, ["response_time_s", "status_code"])
-        ok = cols["response_time_s"][(cols["status_code"] >= 200) & (cols["status_code"] <= 299)]
-        points = ccdf_points(ok)
+        ok = []
+        for path in paths:  # every repetition, pooled as the summary's percentiles are
+            cols = read_columns(path, ["response_time_s", "status_code"])
+            ok.append(cols["response_time_s"][(cols["status_code"] >= 200) & (cols["status_code"] <= 299)])
+        points = ccdf_points(np.concatenate(ok))
         name = setup_name(row.app, row.vcpu, row.sidecar_count)
-        label = f"{row.total_sidecar_load_pct:g}%"
+        mark = flag_marks(getattr(row, "flags", ""))
+        label = f"{row.total_sidecar_load_pct:g}%" + (f" ({mark})" if mark else "")
         frames.append(points.assign(setup=name, load=label, load_pct=row.total_sidecar_load_pct))
         for metric, share in (("p50_ms", 0.5), ("p99_ms", 0.01)):
             value = refmod.value(ref, "load_sweep", metric, app=row.app, vcpu=row.vcpu,
@@ -293,39 +431,94 @@ def distribution_chart(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[
         return placeholder(title, "No per-request data for Go / Next 0.25 vCPU + 3 sidecars in the current matrix.")
     data = pd.concat(frames, ignore_index=True)
     period = float(summary["period_ms"].median()) if "period_ms" in summary and summary["period_ms"].notna().any() else 100.0
-    top = float(data["latency_ms"].max())
-    periods = pd.DataFrame({"latency_ms": [period * k for k in range(1, int(top // period) + 2)]})
-    periods["label"] = periods["latency_ms"].map(lambda v: f"{v:g} ms")
-    order = [f"{x:g}%" for x in sorted(data["load_pct"].unique())]
-    color = alt.Color("load:N", title="Total sidecar load", sort=order)
+    top, bottom = float(data["latency_ms"].max()), float(data["latency_ms"].min())
+    decades = max(math.log10(max(top * 1.5, period * 2) / max(bottom, 0.05)), 1.0)
+    periods = period_labels(period, top, min_log_gap=LABEL_PX * decades / PANEL_WIDTH)
     x = alt.X("latency_ms:Q", title="Response time (ms, log scale)", scale=alt.Scale(type="log"))
     y = alt.Y("slower:Q", title="Share of responses slower (log scale)", scale=alt.Scale(type="log"),
               axis=alt.Axis(format="%"))
     panels = []
     for name in dict.fromkeys(data["setup"]):
         part = data[data["setup"] == name]
+        order = list(dict.fromkeys(part.sort_values("load_pct")["load"]))
+        color = alt.Color("load:N", title="Total sidecar load", sort=order,
+                          scale=alt.Scale(domain=order, range=SETUP_COLORS[:len(order)] + ["#9d755d"] * 4))
         layers = [
             alt.Chart(periods).mark_rule(strokeDash=[2, 3], color="gray").encode(x=x),
-            alt.Chart(periods).mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-2, y=0,
-                                         color="gray").encode(x=x, text="label:N"),
-            alt.Chart(part).mark_line(interpolate="step-after").encode(x=x, y=y, color=color,
-                                                                       tooltip=["load:N", alt.Tooltip("latency_ms:Q", format=".1f"),
-                                                                                alt.Tooltip("slower:Q", format=".3%")]),
+            alt.Chart(periods[periods["label"] != ""]).mark_text(
+                angle=270, align="right", baseline="bottom", dx=-4, dy=-2, y=0, color="gray").encode(x=x, text="label:N"),
+            alt.Chart(part).mark_line(interpolate="step-after").encode(
+                x=x, y=y, color=color, tooltip=["load:N", alt.Tooltip("latency_ms:Q", format=".1f"),
+                                                alt.Tooltip("slower:Q", format=".3%")]),
         ]
         art = pd.DataFrame([m for m in marks if m["setup"] == name])
         if len(art):
-            layers.append(alt.Chart(art).mark_point(filled=False, size=80, strokeWidth=1.5).encode(
-                x=x, y=y, color=color, shape=source_shape(),
-                tooltip=["load:N", "what:N", alt.Tooltip("latency_ms:Q", format=".1f")]))
-        panels.append(alt.layer(*layers).properties(title=name, width=330, height=260))
-    return alt.hconcat(*panels).resolve_scale(color="independent").properties(
-        title=alt.Title(title, subtitle=f"Dashed: multiples of the CFS period ({period:g} ms). Hollow diamonds: the "
-                                        "article's P50 (at 50 %) and P99 (at 1 %) for the same load."))
+            layers.append(alt.Chart(art).mark_point(size=80, strokeWidth=1.5, filled=False, shape="diamond").encode(
+                x=x, y=y, color=color, tooltip=["load:N", "what:N", alt.Tooltip("latency_ms:Q", format=".1f")]))
+        panels.append(alt.layer(*layers).properties(title=name, width=PANEL_WIDTH, height=260))
+    subtitle = [f"Dashed: multiples of the CFS period ({period:g} ms). Hollow diamonds: the article's P50 (at 50 %) "
+                "and P99 (at 1 %) for the same load. All repetitions pooled."]
+    flagged = flagged_subtitle([chosen], lead="Marks after a load: flags")
+    if flagged:
+        subtitle.append(flagged)
+    return alt.hconcat(*panels).resolve_scale(color="independent").properties(title=alt.Title(title, subtitle=subtitle))
+
+
+# --- beyond the article: per-second series of chosen runs ----------------------------------------------------
+
+def timeseries_data(summary: pd.DataFrame, runs: Sequence[str | Path]) -> pd.DataFrame:
+    """Per second, for the four figure setups at no load and at their highest load: first repetition."""
+    memory = baseline_memory(summary)
+    files = run_files(runs)
+    frames = []
+    for app, vcpu, sc in FIGURE_SETUPS:
+        rows = runs_of(summary, app, vcpu, sc, memory).sort_values("total_sidecar_load_pct")
+        if rows.empty:
+            continue
+        for _, row in rows.iloc[[0, -1]].drop_duplicates("condition_id").iterrows():
+            reps = files.get(row["condition_id"], [])
+            if not reps:
+                continue
+            series = per_second(reps[0][1])
+            mark = flag_marks(row.get("flags", ""))
+            label = f"{row['total_sidecar_load_pct']:g}% load" + (f" ({mark})" if mark else "")
+            frames.append(series.assign(setup=setup_name(app, vcpu, sc), load=label, flags=row.get("flags", ""),
+                                        load_pct=row["total_sidecar_load_pct"], repeat=reps[0][0]))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def timeseries_chart(summary: pd.DataFrame, runs: Sequence[str | Path]) -> alt.TopLevelMixin:
+    data = timeseries_data(summary, runs)
+    title = "Per second: responses/s and P99, first repetition, at no load and the highest load"
+    if data.empty:
+        return placeholder(title, "No run files of the four setups in the current matrix.")
+    x = alt.X("second:Q", title="Second of the load window (by completion time)")
+    rows = []
+    for name in dict.fromkeys(data["setup"]):
+        part = data[data["setup"] == name]
+        order = list(dict.fromkeys(part.sort_values("load_pct")["load"]))
+        color = alt.Color("load:N", title="Condition", sort=order, legend=alt.Legend(orient="right"),
+                          scale=alt.Scale(domain=order, range=["#4c78a8", "#e45756"]))
+        base = alt.Chart(part).encode(x=x, color=color, tooltip=["load:N", "second:Q", alt.Tooltip("rps:Q", format=".0f"),
+                                                                 alt.Tooltip("p99_ms:Q", format=".1f")])
+        rps = base.mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+            y=alt.Y("rps:Q", title="Responses/s", scale=alt.Scale(zero=True)))
+        p99 = base.mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+            y=alt.Y("p99_ms:Q", title="P99 of the second (ms, log)", scale=alt.Scale(type="log")))
+        rows.append(alt.hconcat(rps.properties(title=f"{name}: responses/s", width=WIDTH, height=150),
+                                p99.properties(title=f"{name}: P99", width=WIDTH, height=150))
+                    .resolve_scale(color="independent"))
+    subtitle = ["A drifting line means the whole-window value is not a steady state."]
+    flagged = flagged_subtitle([data.drop_duplicates("load")], lead="Marks after a load: flags")
+    if flagged:
+        subtitle.append(flagged)
+    return alt.vconcat(*rows).properties(title=alt.Title(title, subtitle=subtitle))
 
 
 # --- output -------------------------------------------------------------------------------------------------
 
-CHART_NAMES = ("latency_rps_vs_load", "rps_retained", "rps_by_memory", "throttling_vs_load", "latency_distribution")
+CHART_NAMES = ("latency_rps_vs_load", "rps_retained", "rps_by_memory", "tail_share_vs_load", "latency_distribution",
+               "per_second")
 
 
 def build_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]) -> dict[str, alt.TopLevelMixin]:
@@ -333,8 +526,9 @@ def build_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | 
         "latency_rps_vs_load": latency_rps_chart(summary, ref),
         "rps_retained": retained_chart(summary, ref),
         "rps_by_memory": memory_chart(summary, ref),
-        "throttling_vs_load": throttling_chart(summary),
+        "tail_share_vs_load": tail_share_chart(summary),
         "latency_distribution": distribution_chart(summary, ref, runs),
+        "per_second": timeseries_chart(summary, runs),
     }
 
 
