@@ -1,4 +1,5 @@
-"""Snakemake script: summary + the article's numbers + run files -> results/<preset>/charts/<name>.{html,png,svg}."""
+"""Snakemake script: summary + the article's numbers + run files (runs/<condition id>/rep<N>.parquet)
+-> results/<preset>/charts/<name>.{html,png,svg}."""
 
 import sys
 
