@@ -432,9 +432,12 @@ def distribution_chart(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[
     data = pd.concat(frames, ignore_index=True)
     period = float(summary["period_ms"].median()) if "period_ms" in summary and summary["period_ms"].notna().any() else 100.0
     top, bottom = float(data["latency_ms"].max()), float(data["latency_ms"].min())
-    decades = max(math.log10(max(top * 1.5, period * 2) / max(bottom, 0.05)), 1.0)
+    # A fixed domain just around the data: label spacing below is computed for exactly this domain.
+    low, high = max(bottom, 0.05) / 1.5, max(top, period) * 1.5
+    decades = math.log10(high / low)
     periods = period_labels(period, top, min_log_gap=LABEL_PX * decades / PANEL_WIDTH)
-    x = alt.X("latency_ms:Q", title="Response time (ms, log scale)", scale=alt.Scale(type="log"))
+    x = alt.X("latency_ms:Q", title="Response time (ms, log scale)",
+              scale=alt.Scale(type="log", domain=[low, high], nice=False))
     y = alt.Y("slower:Q", title="Share of responses slower (log scale)", scale=alt.Scale(type="log"),
               axis=alt.Axis(format="%"))
     panels = []
