@@ -23,4 +23,6 @@ main(
     # matrix grows.
     progress=json.loads(os.environ.get("SIDECAR_BENCH_PROGRESS", "null")),
     image_settings=snakemake.config["image"],  # noqa: F821
+    # results/{preset}/runs/{condition}/rep{repeat}.parquet: the wildcard is the digits.
+    repeat=int(snakemake.wildcards.repeat),  # noqa: F821
 )

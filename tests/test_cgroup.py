@@ -100,3 +100,32 @@ def test_a_role_process_that_exits_in_the_window_fails_the_run():
 def test_malformed_roles_file_is_named():
     with pytest.raises(cgroup.SnapshotError, match="line 2"):
         cgroup.parse_roles("app 10\nproxy\n")
+
+
+def test_v1_limits_are_read_back_from_a_real_task():
+    # Recorded from a go-sidecar task started with 0.25 vCPU and 512 MiB, swap equal to memory.
+    after = snap("snapshot-v1-limits-after.txt")
+    assert after.limits.as_dict() == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
+                                      "memory_limit_bytes": 512 * 2**20, "swap_limit_bytes": 0}
+
+
+def test_v2_limits_and_no_limit():
+    assert snap("snapshot-v2-after.handwritten.txt").limits.as_dict() == {
+        "cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25, "memory_limit_bytes": 512 * 2**20,
+        "swap_limit_bytes": 0}
+    unlimited = cgroup.parse_limits({"/sys/fs/cgroup/cpu.max": "max 100000\n", "/sys/fs/cgroup/memory.max": "max\n"})
+    assert (unlimited.vcpu, unlimited.memory_limit_bytes, unlimited.swap_limit_bytes) == (None, -1, None)
+
+
+def test_host_cpu_over_the_window_from_proc_stat():
+    before, after = snap("snapshot-v1-limits-before.txt"), snap("snapshot-v1-limits-after.txt")
+    host = cgroup.host_cpu_delta(before, after)
+    # Two CPUs over the ~1 s between the snapshots, both busy then (other jobs ran beside the recording):
+    # user +194 and system +22 ticks, idle +0.
+    assert host == {"cpus": 2, "busy_s": pytest.approx(2.16), "total_s": pytest.approx(2.16)}
+
+
+def test_host_cpu_counts_steal_and_irq_as_busy_and_iowait_as_idle():
+    host = cgroup.host_cpu_delta(snap("snapshot-v2-before.handwritten.txt"), snap("snapshot-v2-after.handwritten.txt"))
+    # user +300, system +100, irq +5, softirq +10 busy; idle +950, iowait +50; guest (inside user) not again.
+    assert host == {"cpus": 4, "busy_s": pytest.approx(4.15), "total_s": pytest.approx(14.15)}

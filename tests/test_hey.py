@@ -19,6 +19,26 @@ def test_command_is_the_articles_hey_call_with_csv_output():
     assert hey.command("http://127.0.0.1:8080/work", 2.5, 1)[2] == "2.5s"
 
 
+def test_csv_goes_to_a_file_with_no_value_inside_the_script():
+    argv = hey.command_to_file("http://127.0.0.1:8080/work", 30, 10, "/tmp/x y.csv", ("timeout", "-s", "KILL", "90"))
+    assert argv[:2] == ["sh", "-c"] and "30" not in argv[2] and "/tmp/x y.csv" not in argv[2]
+    assert argv[3:] == ["hey-to-file", "/tmp/x y.csv", "timeout", "-s", "KILL", "90", "hey", "-z", "30s", "-c", "10",
+                        "-o", "csv", "http://127.0.0.1:8080/work"]
+
+
+def test_load_generator_cpu_from_its_counter_lines():
+    assert hey.parse_loadgen_usage("@@usage_ns 1000000000\n@@usage_ns 3500000000\n") == pytest.approx(2.5)
+    assert hey.parse_loadgen_usage("@@usage_us 1000000\n@@usage_us 1250000\n") == pytest.approx(0.25)
+    assert hey.parse_loadgen_usage("@@usage_none\n@@usage_none\n") is None
+
+
+def test_heys_row_cap_is_reported():
+    samples = hey.parse_csv(read("hey-z1s-c3.csv"))
+    assert not hey.check_samples(samples, 1, 3).cap_reached
+    capped = samples.sample(hey.MAX_ROWS, replace=True, random_state=1).reset_index(drop=True)
+    assert hey.check_samples(capped, 1, 3).cap_reached
+
+
 def test_parse_csv_keeps_every_recorded_request_with_all_phases():
     samples = hey.parse_csv(read("hey-ok.csv"))
     assert len(samples) == 40
@@ -49,6 +69,8 @@ def test_a_z_run_covers_its_window_back_to_back():
     assert check.rows == 2235
     assert check.max_offset_s <= 1.0 + 0.01
     assert 1.0 <= check.span_s < 1.1
+    # The load window is hey's own: from its start to the end of the last response.
+    assert check.span_s == pytest.approx((samples["offset_s"] + samples["response_time_s"]).max())
     assert check.time_coverage > 0.95
 
 

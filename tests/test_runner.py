@@ -27,11 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def make_meta(condition: Condition, rows: int) -> dict:
     return {
-        "format_version": 1,
+        "format_version": 2,
+        "repeat": 1,
         "condition": condition.as_dict(),
         "load": {"duration_s": 1, "concurrency": 3, "warmup_s": 0, "url": runner.WORK_URL},
-        "window": {"start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T00:00:01+00:00", "wall_s": 1.0},
-        "requests": {"rows": rows, "non_2xx": 0, "failed": 0, "failed_source": "test", "error_distribution": {}},
+        "window": {"start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T00:00:01+00:00", "wall_s": 1.0,
+                   "load_s": 1.01},
+        "requests": {"rows": rows, "non_2xx": 0, "failed": 0, "failed_source": "test", "error_distribution": {},
+                     "cap_reached": False},
+        "limits": {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
+                   "memory_limit_bytes": 2048 * 2**20, "swap_limit_bytes": 0},
+        "host": {"cpus": 2, "busy_s": 0.5, "total_s": 2.0},
+        "loadgen": {"cpu_s": 0.3},
         "cgroup": {"source": "cgroup-v1", "nr_periods": 10, "nr_throttled": 9, "throttled_s": 0.5, "usage_s": 0.25,
                    "period_us": 100000, "quota_us": 25000},
         "processes": [{"role": "app", "target_pct": None, "cpu_s": 0.2}],
@@ -86,6 +93,30 @@ def test_a_bad_record_writes_nothing_and_keeps_the_old_file(two_run_files):
     assert sorted(p.name for p in directory.iterdir()) == sorted(p.name for p in paths)
 
 
+def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
+    directory, samples, paths = two_run_files
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    for section, key in record.V2_KEYS:
+        meta = make_meta(condition, len(samples))
+        del (meta[section] if section else meta)[key]
+        name = f"{section}.{key}" if section else key
+        with pytest.raises(record.RunFileError, match=rf"format_version 2\) lacks {name}"):
+            record.write_run(directory / "v2.parquet", samples, meta)
+    meta = make_meta(condition, len(samples))
+    meta["repeat"] = 0
+    with pytest.raises(record.RunFileError, match="repeat is 0"):
+        record.write_run(directory / "v2.parquet", samples, meta)
+    v1 = make_meta(condition, len(samples))
+    v1["format_version"] = 1
+    for key in ("repeat", "limits", "host", "loadgen"):
+        del v1[key]
+    del v1["window"]["load_s"], v1["requests"]["cap_reached"]
+    assert record.read_run_meta(record.write_run(directory / "v1.parquet", samples, v1))["format_version"] == 1
+    v1["format_version"] = 3
+    with pytest.raises(record.RunFileError, match="format_version is 3, this code reads 1 and 2"):
+        record.write_run(directory / "v3.parquet", samples, v1)
+
+
 # ---- failure counting, progress ---------------------------------------------------------------
 
 def tcp(name: str) -> dict:
@@ -102,7 +133,57 @@ def test_answers_hey_did_not_record_count_as_failed():
     clean = tcp("snmp-before.txt")
     assert runner.count_failed(100, 7, 107, clean, clean)[0] == 0
     assert runner.count_failed(100, 7, 110, clean, clean) == (3, {
-        "served_not_recorded": 3, "tcp_attempt_fails": 0, "tcp_estab_resets": 0, "tcp_active_opens": 0})
+        "served_not_recorded": 3, "tcp_attempt_fails": 0, "tcp_estab_resets": 0, "tcp_reset_connections": 0,
+        "tcp_active_opens": 0})
+
+
+def with_resets(counters: dict, resets: int) -> dict:
+    return {**counters, "EstabResets": counters["EstabResets"] + resets}
+
+
+def test_a_reset_seen_by_both_ends_of_one_connection_is_one_failure():
+    # Client and server share the network namespace: one reset connection counts up to twice.
+    clean = tcp("snmp-before.txt")
+    failed, evidence = runner.count_failed(100, 0, 100, clean, with_resets(clean, 2))
+    assert failed == 1 and evidence["tcp_estab_resets"] == 2 and evidence["tcp_reset_connections"] == 1
+    # An odd count: at least one reset was seen by one end only, so round up.
+    assert runner.count_failed(100, 0, 100, clean, with_resets(clean, 3))[0] == 2
+
+
+def test_answers_past_heys_row_cap_are_not_failures():
+    clean = tcp("snmp-before.txt")
+    rows = hey.MAX_ROWS
+    assert runner.count_failed(rows, 0, rows + 5000, clean, clean, cap_reached=True)[0] == 0
+    assert runner.count_failed(rows, 0, rows + 5000, clean, with_resets(clean, 4), cap_reached=True)[0] == 2
+    assert runner.count_failed(rows, 0, rows + 5000, clean, clean, cap_reached=False)[0] == 5000
+
+
+def limits(quota=25000, period=100000, memory=2048 * 2**20):
+    return runner.cgroup.Limits(cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory,
+                                swap_limit_bytes=0)
+
+
+def test_limits_read_back_must_be_the_conditions():
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    runner.check_limits(condition, limits(), nr_periods=30)
+    runner.check_limits(condition, limits(quota=25050), nr_periods=30)  # within 1e-3 vCPU
+    with pytest.raises(runner.RunError, match=r"go_cpu0.25_mem2048_sc0_load00: expected a CPU limit of 0.25 vCPU, "
+                                              r"the task's cgroup has quota 50000 / period 100000 us = 0.5 vCPU"):
+        runner.check_limits(condition, limits(quota=50000), nr_periods=30)
+    with pytest.raises(runner.RunError, match=r"found cpu quota -1"):
+        runner.check_limits(condition, limits(quota=-1), nr_periods=30)
+    with pytest.raises(runner.RunError, match=r"expected a memory limit of 2048 MiB \(2147483648 bytes\), the task's "
+                                              r"cgroup has 536870912 bytes"):
+        runner.check_limits(condition, limits(memory=512 * 2**20), nr_periods=30)
+    with pytest.raises(runner.RunError, match="nr_periods did not increase"):
+        runner.check_limits(condition, limits(), nr_periods=0)
+
+
+def test_limits_from_the_engine_when_no_cgroup_file_is_readable():
+    applied = runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "CpuPeriod": 0, "CpuQuota": 0,
+                                                     "Memory": 2048 * 2**20, "MemorySwap": 2048 * 2**20})
+    assert applied.as_dict() == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
+                                 "memory_limit_bytes": 2048 * 2**20, "swap_limit_bytes": 0}
 
 
 def test_fewer_answers_than_rows_means_the_app_restarted():
@@ -118,8 +199,8 @@ def test_progress_line_counts_existing_run_files_and_estimates_the_rest(tmp_path
     load = LoadSettings(duration_s=30)
     line = job.progress_line("start", "go_x", "local", load,
                                 {"total": 4, "run_files": [str(f) for f in files], "overhead_s": 30})
-    assert line == "sidecar-bench: start go_x on local [2/4 done, ETA 2m]"
-    assert job.progress_line("done", "go_x", "h", load, None) == "sidecar-bench: done go_x on h"
+    assert line == "sidecar-bench: start go_x rep 1 on local [2/4 done, ETA 2m]"
+    assert job.progress_line("done", "go_x", "h", load, None, repeat=3) == "sidecar-bench: done go_x rep 3 on h"
 
 
 # ---- real engine ------------------------------------------------------------------------------

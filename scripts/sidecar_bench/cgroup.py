@@ -22,11 +22,15 @@ V1_FILES = (
     "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
     "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
     "/sys/fs/cgroup/memory/memory.max_usage_in_bytes",
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes",
 )
 V2_FILES = (
     "/sys/fs/cgroup/cpu.stat",
     "/sys/fs/cgroup/cpu.max",
     "/sys/fs/cgroup/memory.peak",
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/memory.swap.max",
 )
 ROLES_FILE = "/run/sidecar-bench/roles"
 
@@ -40,6 +44,9 @@ for f in {files}; do
   while IFS= read -r l || [ -n "$l" ]; do echo "$l"; done < "$f"
 done
 echo "@@clk_tck $(getconf CLK_TCK 2>/dev/null || echo 100)"
+while IFS= read -r l; do
+  case "$l" in cpu*) echo "@@cpu $l";; *) break;; esac
+done < /proc/stat
 for d in /proc/[0-9]*; do
   IFS= read -r s 2>/dev/null < "$d/stat" && echo "@@stat $s"
 done
@@ -91,6 +98,35 @@ class ProcStat:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """The task cgroup's limits as the kernel applies them. quota -1 = no CPU limit; swap 0 = no swap."""
+
+    cpu_quota_us: int | None
+    cpu_period_us: int | None
+    memory_limit_bytes: int | None
+    swap_limit_bytes: int | None  # v1: memsw - memory; v2: memory.swap.max; None if not accounted
+
+    @property
+    def vcpu(self) -> float | None:
+        if self.cpu_quota_us is None or self.cpu_period_us is None or self.cpu_quota_us < 0:
+            return None
+        return self.cpu_quota_us / self.cpu_period_us
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cpu_quota_us": self.cpu_quota_us, "cpu_period_us": self.cpu_period_us, "vcpu": self.vcpu,
+                "memory_limit_bytes": self.memory_limit_bytes, "swap_limit_bytes": self.swap_limit_bytes}
+
+
+@dataclass(frozen=True)
+class HostCpu:
+    """Host-wide CPU time from /proc/stat's cpu line, all CPUs summed, in clock ticks."""
+
+    cpus: int
+    busy_ticks: int  # user + nice + system + irq + softirq + steal (guest is inside user)
+    total_ticks: int  # busy + idle + iowait
+
+
+@dataclass(frozen=True)
 class TaskSnapshot:
     counters: CgroupCounters | None
     roles: Mapping[str, int]
@@ -98,6 +134,8 @@ class TaskSnapshot:
     clk_tck: int
     uptime_s: float | None = None
     files: Mapping[str, str] = field(default_factory=dict, repr=False)
+    limits: Limits | None = None
+    host: HostCpu | None = None
 
 
 def parse_key_values(text: str) -> dict[str, int]:
@@ -166,6 +204,61 @@ def parse_docker_stats(stats: Mapping[str, Any]) -> CgroupCounters:
     )
 
 
+def parse_limits(files: Mapping[str, str]) -> Limits | None:
+    """The limits in a snapshot's cgroup files (v1 or v2); None if neither hierarchy's are there."""
+    if V1_FILES[2] in files or V1_FILES[5] in files:
+        memory = _int_or_none(files.get(V1_FILES[5]))
+        memsw = _int_or_none(files.get(V1_FILES[6]))
+        return Limits(
+            cpu_quota_us=_int_or_none(files.get(V1_FILES[2])),
+            cpu_period_us=_int_or_none(files.get(V1_FILES[3])),
+            memory_limit_bytes=memory,
+            swap_limit_bytes=None if memory is None or memsw is None else memsw - memory,
+        )
+    if V2_FILES[1] in files or V2_FILES[3] in files:
+        quota = period = None
+        if V2_FILES[1] in files:
+            quota, period = parse_cpu_max(files[V2_FILES[1]])
+        return Limits(cpu_quota_us=quota, cpu_period_us=period,
+                      memory_limit_bytes=_max_or_int(files.get(V2_FILES[3])),
+                      swap_limit_bytes=_max_or_int(files.get(V2_FILES[4])))
+    return None
+
+
+def limits_from_host_config(host_config: Mapping[str, Any]) -> Limits:
+    """The limits the engine reports it applied (container attrs HostConfig), when no cgroup file is readable."""
+    period = int(host_config.get("CpuPeriod") or 100_000)
+    nano = int(host_config.get("NanoCpus") or 0)
+    quota = int(host_config.get("CpuQuota") or 0) or (round(nano * period / 1e9) if nano else -1)
+    memory = int(host_config.get("Memory") or 0) or None
+    memsw = int(host_config.get("MemorySwap") or 0)
+    return Limits(cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory,
+                  swap_limit_bytes=(memsw - memory) if memory and memsw > 0 else None)
+
+
+def parse_host_cpu(lines: list[str]) -> HostCpu | None:
+    """/proc/stat's cpu lines ('cpu  user nice system idle iowait irq softirq steal ...', then cpuN) -> HostCpu."""
+    total_line = next((line for line in lines if line.split()[:1] == ["cpu"]), None)
+    if total_line is None:
+        return None
+    values = [int(v) for v in total_line.split()[1:]] + [0] * 8
+    user, nice, system, idle, iowait, irq, softirq, steal = values[:8]
+    busy = user + nice + system + irq + softirq + steal
+    cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+    return HostCpu(cpus=cpus, busy_ticks=busy, total_ticks=busy + idle + iowait)
+
+
+def host_cpu_delta(before: TaskSnapshot, after: TaskSnapshot) -> dict[str, Any] | None:
+    """The run file's "host" object: host-wide busy and total CPU seconds between two snapshots."""
+    if before.host is None or after.host is None:
+        return None
+    busy = after.host.busy_ticks - before.host.busy_ticks
+    total = after.host.total_ticks - before.host.total_ticks
+    if busy < 0 or total < 0:
+        raise SnapshotError(f"/proc/stat went backwards (busy {busy}, total {total} ticks)")
+    return {"cpus": after.host.cpus, "busy_s": busy / after.clk_tck, "total_s": total / after.clk_tck}
+
+
 def parse_proc_stat(line: str) -> ProcStat:
     """One /proc/PID/stat line -> ProcStat. comm may hold spaces and parentheses: split at the last ')'."""
     head, _, tail = line.rpartition(")")
@@ -201,6 +294,7 @@ def parse_snapshot(text: str) -> TaskSnapshot:
     """SNAPSHOT_SCRIPT's output -> TaskSnapshot. Counters are None if no cgroup file was readable."""
     files: dict[str, list[str]] = {}
     processes = []
+    cpu_lines: list[str] = []
     clk_tck = 100
     current: list[str] | None = None
     ended = False
@@ -210,6 +304,9 @@ def parse_snapshot(text: str) -> TaskSnapshot:
         elif line.startswith("@@stat "):
             current = None
             processes.append(parse_proc_stat(line[len("@@stat "):]))
+        elif line.startswith("@@cpu "):
+            current = None
+            cpu_lines.append(line[len("@@cpu "):])
         elif line.startswith("@@clk_tck "):
             current = None
             clk_tck = int(line.split()[1])
@@ -230,7 +327,7 @@ def parse_snapshot(text: str) -> TaskSnapshot:
     uptime = float(texts["/proc/uptime"].split()[0]) if "/proc/uptime" in texts else None
     roles = parse_roles(texts.get(ROLES_FILE, ""))
     return TaskSnapshot(counters=counters, roles=roles, processes=tuple(processes), clk_tck=clk_tck,
-                        uptime_s=uptime, files=texts)
+                        uptime_s=uptime, files=texts, limits=parse_limits(texts), host=parse_host_cpu(cpu_lines))
 
 
 def counters_delta(before: CgroupCounters, after: CgroupCounters) -> dict[str, Any]:
@@ -294,6 +391,13 @@ def _need(files: Mapping[str, str], path: str) -> str:
     if path not in files:
         raise SnapshotError(f"{path} is missing from the snapshot")
     return files[path]
+
+
+def _max_or_int(text: str | None) -> int | None:
+    """A v2 limit file: 'max' (no limit) -> -1, a number -> int, missing -> None."""
+    if text is not None and text.strip() == "max":
+        return -1
+    return _int_or_none(text)
 
 
 def _int_or_none(text: str | None) -> int | None:

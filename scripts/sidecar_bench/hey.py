@@ -5,7 +5,8 @@ What hey 0.1.4 records (requester/requester.go, report.go, print.go):
 - `-o csv` prints one row per request that got an HTTP response (any status):
   response-time, DNS+dialup, DNS, Request-write, Response-delay, Response-read
   (seconds), status-code, offset (request start, seconds since hey started),
-  formatted "%4.4f", i.e. 0.1 ms resolution. At most 1,000,000 rows are kept.
+  formatted "%4.4f", i.e. 0.1 ms resolution. At most 1,000,000 rows are kept
+  (MAX_ROWS); responses beyond that are served but not recorded.
 - Requests that failed at transport level (refused, reset, timeout) only go to
   the text summary's error distribution, which `-o csv` does not print: the CSV
   alone cannot tell an error-free run from one with errors. The runner counts
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import Sequence
 
 import pandas as pd
 
@@ -38,6 +40,30 @@ CSV_COLUMNS = {
     "offset": "offset_s",
 }
 SAMPLE_COLUMNS = tuple(CSV_COLUMNS.values())
+# hey's report.go keeps at most maxRes = 1,000,000 results for its CSV; later
+# responses are served and counted by the app but get no row.
+MAX_ROWS = 1_000_000
+# Runs hey with its CSV going to a file ($1) instead of the exec stream, and prints
+# the load generator cgroup's CPU counter right before and after it: the stream then
+# carries a few bytes only, so the run's window ends when the load ends. No value is
+# interpolated into the script; the path and hey's arguments are positional parameters.
+TO_FILE_SCRIPT = r"""
+out=$1; shift
+usage() {
+  for f in /sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu.stat; do
+    [ -r "$f" ] || continue
+    while IFS= read -r l || [ -n "$l" ]; do
+      case "$l" in usage_usec*) echo "@@usage_us ${l#usage_usec }"; return;; [0-9]*) echo "@@usage_ns $l"; return;; esac
+    done < "$f"
+  done
+  echo "@@usage_none"
+}
+usage
+"$@" > "$out"
+rc=$?
+usage
+exit $rc
+"""
 
 
 class HeyOutputError(ValueError):
@@ -47,6 +73,32 @@ class HeyOutputError(ValueError):
 def command(url: str, duration_s: float, concurrency: int) -> list[str]:
     """The argument list of one measured hey run (the article's `hey -z 30s -c 10 URL`, plus CSV)."""
     return ["hey", "-z", f"{_duration_text(duration_s)}s", "-c", str(concurrency), "-o", "csv", url]
+
+
+def command_to_file(url: str, duration_s: float, concurrency: int, csv_path: str,
+                    wrapper: Sequence[str] = ()) -> list[str]:
+    """The argument list running `wrapper + command(...)` with hey's CSV written to csv_path.
+
+    Its stdout is two counter lines (see parse_loadgen_usage); hey's errors stay on stderr.
+    """
+    return ["sh", "-c", TO_FILE_SCRIPT, "hey-to-file", csv_path, *wrapper,
+            *command(url, duration_s, concurrency)]
+
+
+def parse_loadgen_usage(text: str) -> float | None:
+    """TO_FILE_SCRIPT's stdout -> CPU seconds the load generator's cgroup used around hey (None if unreadable)."""
+    values = []
+    for line in text.splitlines():
+        kind, _, number = line.partition(" ")
+        if kind == "@@usage_ns":
+            values.append(int(number) / 1e9)
+        elif kind == "@@usage_us":
+            values.append(int(number) / 1e6)
+    if len(values) != 2:
+        return None
+    if values[1] < values[0]:
+        raise HeyOutputError(f"the load generator's CPU counter went backwards: {values[0]} then {values[1]} s")
+    return values[1] - values[0]
 
 
 def _duration_text(seconds: float) -> str:
@@ -84,8 +136,9 @@ class SampleCheck:
     rows: int
     non_2xx: int
     max_offset_s: float
-    span_s: float  # from hey's start to the end of the last recorded response
+    span_s: float  # from hey's start to the end of the last recorded response: the load window
     time_coverage: float  # sum of response times / (concurrency x span)
+    cap_reached: bool = False  # MAX_ROWS rows: hey stopped recording, the app kept serving
 
 
 def check_samples(samples: pd.DataFrame, duration_s: float, concurrency: int) -> SampleCheck:
@@ -111,4 +164,4 @@ def check_samples(samples: pd.DataFrame, duration_s: float, concurrency: int) ->
     coverage = float(samples["response_time_s"].sum() / (concurrency * span)) if span > 0 else 0.0
     non_2xx = int(((codes < 200) | (codes > 299)).sum())
     return SampleCheck(rows=rows, non_2xx=non_2xx, max_offset_s=float(offsets.max()), span_s=span,
-                       time_coverage=coverage)
+                       time_coverage=coverage, cap_reached=rows >= MAX_ROWS)

@@ -70,14 +70,15 @@ def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping
     return image.ensure_variant(client, ref["variant"], base)
 
 
-# Typical time a run takes beyond its measured window (start, readiness, snapshots, removal).
-DEFAULT_OVERHEAD_S = 4.0
+# Typical time a run takes beyond its measured window (start, readiness, snapshots, removal);
+# scripts/bench_harness.py measures it (about 0.5 s on a 2-core local engine).
+DEFAULT_OVERHEAD_S = 1.0
 
 
 def progress_line(event: str, condition_id: str, host: str, load: LoadSettings,
-                  progress: Mapping[str, Any] | None) -> str:
-    """One terminal line: `sidecar-bench: start go_cpu0.25_... on local [12/228 done, ETA 19m]`."""
-    line = f"sidecar-bench: {event} {condition_id} on {host}"
+                  progress: Mapping[str, Any] | None, repeat: int = 1) -> str:
+    """One terminal line: `sidecar-bench: start go_cpu0.25_... rep 2 on local [12/228 done, ETA 19m]`."""
+    line = f"sidecar-bench: {event} {condition_id} rep {repeat} on {host}"
     if not progress:
         return line
     total = progress.get("total")
@@ -97,7 +98,7 @@ def _duration(seconds: float) -> str:
 
 def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapping[str, Any]],
          image_refs: Mapping[str, str], out: str, lock_dir: str, progress: Mapping[str, Any] | None = None,
-         image_settings: Mapping[str, Any] | None = None) -> Path:
+         image_settings: Mapping[str, Any] | None = None, repeat: int = 1) -> Path:
     """The run_condition Snakemake job (scripts/run_condition.py): lock an engine, measure, write `out`.
 
     condition: Condition.as_dict(); load: LoadSettings fields; hosts: [{"name", "url"}] (url None =
@@ -105,7 +106,8 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     ({"variant", "tag", "inputs_digest", "hosts": {name: image_id}}); out: the run file;
     lock_dir: where the per-engine lock files live; progress: None or {"total": N, "run_files":
     [every run file of the matrix]} (or "done": n instead of run_files; optional "overhead_s");
-    image_settings: config.yaml's image section, for building on a host that lacks the images.
+    image_settings: config.yaml's image section, for building on a host that lacks the images;
+    repeat: the repetition index (1, 2, ...) of this run of the condition (the run file's "repeat").
     """
     terminal = sys.__stderr__
     if not log.handlers:
@@ -124,7 +126,8 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
         started = time.monotonic()
         try:
             with host_lock(hosts, lock_dir, timeout, f"{cond.id} pid {os.getpid()}") as (host, client):
-                print(progress_line("start", cond.id, host["name"], settings, progress), file=terminal, flush=True)
+                print(progress_line("start", cond.id, host["name"], settings, progress, repeat), file=terminal,
+                      flush=True)
                 try:
                     remove_stale_containers(client)
                     task_id = _image_on(client, host, task_ref, image_settings or {})
@@ -132,16 +135,18 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
                     path = run_condition(client, cond, settings, task_id, loadgen_id, out, host["name"],
                                          {"image_inputs_digest_ref": task_ref.get("inputs_digest"),
                                           # The address as configured: the SDK hides ssh:// and the socket.
-                                          "docker_host": host.get("url") or engine_address(client)})
+                                          "docker_host": host.get("url") or engine_address(client)},
+                                         repeat=repeat)
                 except BaseException as err:
                     reason = (str(err).splitlines() or [type(err).__name__])[0]
-                    print(f"sidecar-bench: FAILED {cond.id} on {host['name']}: {reason}", file=terminal, flush=True)
+                    print(f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}: {reason}", file=terminal,
+                          flush=True)
                     raise
         except HostError as err:
             raise RunError(f"{cond.id}: {err}") from None
         wall = time.monotonic() - started
-    log.info("%s: job wall time %.1f s, measured %g s, overhead %.1f s", cond.id, wall, settings.duration_s,
-             wall - settings.duration_s - settings.warmup_s)
-    print(progress_line("done", cond.id, host["name"], settings, progress) + f" ({wall:.0f} s)", file=terminal,
-          flush=True)
+    log.info("%s rep %d: job wall time %.1f s, measured %g s, overhead %.1f s", cond.id, repeat, wall,
+             settings.duration_s, wall - settings.duration_s - settings.warmup_s)
+    print(progress_line("done", cond.id, host["name"], settings, progress, repeat) + f" ({wall:.0f} s)",
+          file=terminal, flush=True)
     return path

@@ -1,9 +1,13 @@
 """The run file: one Parquet file per condition, raw samples plus run-level metadata.
 
-Format version 1 (README.md, "Run file format"): one row per
+Format version 2 (README.md, "Run file format"): one row per
 request hey recorded, with the condition's parameters repeated on every row so
 that all run files read as one dataset (pandas, pyarrow.dataset, DuckDB);
 run-level values are JSON under the file's key-value metadata key b"sidecar_bench".
+Version 2 adds to version 1's metadata: repeat, window.load_s (the load window,
+the RPS divisor), limits (read back from the task's cgroup), host (host-wide CPU
+over the window), loadgen (the load generator's CPU) and requests.cap_reached.
+Readers accept both; a version 1 file is repetition 1.
 
 A run record is a value: RunRecord validates rows and metadata on creation, and
 write_run() replaces the file atomically, so a reader never sees half a run
@@ -23,7 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 METADATA_KEY = b"sidecar_bench"
 
 SCHEMA = pa.schema(
@@ -55,10 +60,16 @@ CGROUP_KEYS = ("source", "nr_periods", "nr_throttled", "throttled_s", "usage_s",
 CONTAINER_KEYS = ("exit_code", "oom_killed", "restart_count", "peak_memory_bytes")
 ENVIRONMENT_KEYS = ("hostname", "cpu_model", "cpu_count", "kernel", "cgroup_version", "docker_version",
                     "docker_host", "engine_id", "image_id", "image_variant", "loadgen_image_id", "hey_version")
+# What version 2 adds, as (section, key); section "" is the top level.
+V2_KEYS = (("", "repeat"), ("window", "load_s"), ("", "limits"), ("", "host"), ("", "loadgen"),
+           ("requests", "cap_reached"))
+LIMITS_KEYS = ("cpu_quota_us", "cpu_period_us", "vcpu", "memory_limit_bytes", "swap_limit_bytes")
+HOST_KEYS = ("cpus", "busy_s", "total_s")
+LOADGEN_KEYS = ("cpu_s",)
 
 
 class RunFileError(ValueError):
-    """A run record or run file that does not follow format version 1."""
+    """A run record or run file that does not follow format version 1 or 2."""
 
 
 @dataclass(frozen=True)
@@ -107,12 +118,16 @@ def to_table(frame: pd.DataFrame) -> pa.Table:
 
 
 def validate_meta(meta: Mapping[str, Any]) -> None:
-    """Raise RunFileError naming the first thing that is not format version 1."""
+    """Raise RunFileError naming the first thing that is not format version 1 or 2 (as the file says)."""
     missing = [key for key in META_SECTIONS if key not in meta]
     if missing:
         raise RunFileError(f"run metadata lacks {', '.join(missing)}")
-    if meta["format_version"] != FORMAT_VERSION:
-        raise RunFileError(f"run metadata format_version is {meta['format_version']!r}, this code reads {FORMAT_VERSION}")
+    version = meta["format_version"]
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise RunFileError(f"run metadata format_version is {version!r}, this code reads "
+                           f"{' and '.join(map(str, READABLE_VERSIONS))}")
+    if version >= 2:
+        _validate_v2(meta)
     for section, keys in (("condition", CONDITION_KEYS), ("requests", REQUEST_KEYS), ("cgroup", CGROUP_KEYS),
                           ("container", CONTAINER_KEYS), ("environment", ENVIRONMENT_KEYS)):
         lacking = [key for key in keys if key not in meta[section]]
@@ -129,6 +144,31 @@ def validate_meta(meta: Mapping[str, Any]) -> None:
         json.dumps(meta, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise RunFileError(f"run metadata is not plain JSON: {err}") from err
+
+
+def _validate_v2(meta: Mapping[str, Any]) -> None:
+    lacking = [f"{section}.{key}" if section else key for section, key in V2_KEYS
+               if key not in (meta[section] if section else meta)]
+    if lacking:
+        raise RunFileError(f"run metadata (format_version 2) lacks {', '.join(lacking)}")
+    repeat = meta["repeat"]
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise RunFileError(f"run metadata repeat is {repeat!r}, not a whole number >= 1")
+    load_s = meta["window"]["load_s"]
+    if isinstance(load_s, bool) or not isinstance(load_s, (int, float)) or not load_s > 0:
+        raise RunFileError(f"run metadata window.load_s is {load_s!r}, not a number of seconds > 0")
+    if not isinstance(meta["requests"]["cap_reached"], bool):
+        raise RunFileError(f"run metadata requests.cap_reached is {meta['requests']['cap_reached']!r}, not true/false")
+    for section, keys in (("limits", LIMITS_KEYS), ("host", HOST_KEYS), ("loadgen", LOADGEN_KEYS)):
+        value = meta[section]
+        # host / loadgen may be null when the engine hid the counters; limits never is.
+        if value is None and section != "limits":
+            continue
+        if not isinstance(value, Mapping):
+            raise RunFileError(f"run metadata {section} is {value!r}, not an object with {', '.join(keys)}")
+        lacking = [key for key in keys if key not in value]
+        if lacking:
+            raise RunFileError(f"run metadata {section} lacks {', '.join(lacking)}")
 
 
 def write_run(path: str | os.PathLike, rows_df: pd.DataFrame, meta: Mapping[str, Any]) -> Path:

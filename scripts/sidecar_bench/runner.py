@@ -6,20 +6,26 @@ Sequence (every step through the Docker SDK, so a remote engine works the same):
    without swap, the entrypoint's environment, project/condition/run labels.
    Its network is "none": a network namespace with loopback only, so load
    cannot leave loopback even by mistake, and no port is published.
-2. Start the load generator (`sleep infinity`) in the task's network namespace
+2. Start the load generator (`sleep <deadline>`: a killed workflow cannot leave
+   it running for ever) in the task's network namespace
    (network_mode="container:<task>"). Readiness checks, /stats reads and hey
    are execs in it: they run in the load generator's cgroup, not the task's.
-3. Wait until GET /work answers 200 and the entrypoint has written its roles
-   file; fail with the container's last log lines if it exits or times out.
+3. Wait until GET /work answers 200 (a polling loop inside one exec, which then
+   reads the environment probe, /stats and /proc/net/snmp); fail with the
+   container's last log lines if it exits or times out.
 4. Optional warm-up (warmup_s, default 0 like the article: the article's hey
-   run starts on a freshly started app).
+   run starts on a freshly started app), then those reads again.
 5. The measured window, innermost last:
-     /stats served + /proc/net/snmp (load generator)
-       cgroup files + every /proc/PID/stat (task)
-         hey -z D -c C -o csv
-       cgroup files + every /proc/PID/stat (task)
-     /stats served + /proc/net/snmp (load generator)
-6. Check the samples, count failures, write the run file atomically.
+     /stats served + /proc/net/snmp (load generator, with the environment probe)
+       [wait for the entrypoint's roles file,] cgroup files and limits,
+       every /proc/PID/stat, host /proc/stat (task)
+         hey -z D -c C -o csv > file, the load generator's CPU counter around it
+       cgroup files and limits, every /proc/PID/stat, host /proc/stat (task)
+     /stats served + /proc/net/snmp, then hey's CSV file (load generator, beside
+     the task's after-snapshot)
+   hey's CSV goes to a file and is fetched after the window: streamed through
+   the exec it would keep the window open for the transfer (0.5 s for 32,579 rows).
+6. Check the limits read back, the samples, count failures, write the run file atomically.
 Every container started is removed in `finally`, also on SIGINT/SIGTERM.
 
 Failed requests: hey's CSV holds only requests that got a response, so the
@@ -28,6 +34,8 @@ runner counts failures from outside (count_failed): the app's own count of
 but hey did not record: client timeouts, cut connections), and the TCP
 counters of the shared network namespace (AttemptFails: connection refused,
 EstabResets: connections reset), which catch requests the app never saw.
+Past hey's 1,000,000-row cap the first source counts nothing (rows are missing
+by design), only the TCP counters do.
 """
 
 from __future__ import annotations
@@ -36,11 +44,13 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import math
 import os
 import signal
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -61,15 +71,49 @@ PART_LABEL = "org.sidecar-bench.part"
 APP_URL = "http://127.0.0.1:8080"
 WORK_URL = f"{APP_URL}/work"
 STATS_URL = f"{APP_URL}/stats"
-READY_POLL_S = 0.2
+READY_POLL_S = 0.05
+# One readiness exec polls this long; between two, the task's state is checked.
+READY_EXEC_S = 1.0
+# The entrypoint writes the roles file right after starting the processes, before the app
+# answers: waiting this long for it once the app answers is ample.
+ROLES_WAIT_S = 5.0
 LOG_TAIL_LINES = 30
 # hey is killed if it runs this much longer than asked; it never should.
 HEY_GRACE_S = 60
+# The load generator's sleep outlives every step of a run by this much, then it exits.
+LOADGEN_GRACE_S = 60
+# hey writes its CSV here, inside the load generator (its own file system: one run only).
+LOADGEN_CSV = "/tmp/hey.csv"
+VCPU_TOLERANCE = 1e-3
 FAILED_SOURCE = (
-    "max(app /stats served delta - hey rows, Tcp AttemptFails + EstabResets delta from /proc/net/snmp "
-    "of the task's network namespace), both over the hey window"
+    "max(app /stats served delta - hey rows (0 when hey's row cap was reached), Tcp AttemptFails + "
+    "ceil(EstabResets / 2) delta from /proc/net/snmp of the task's network namespace), both over the hey window"
 )
-NETNS_PROBE = "cat /proc/net/snmp; echo @@stats; curl -sS --max-time 10 " + STATS_URL
+NETNS_PROBE = "cat /proc/net/snmp && echo @@stats && curl -sS --max-time 10 " + STATS_URL
+# Before the window: the environment probe and the network namespace counters in one exec.
+BEFORE_SCRIPT = f"{environment.PROBE_SCRIPT}; echo @@netns; {NETNS_PROBE}"
+# After the window: the counters, then hey's CSV file ($1).
+AFTER_SCRIPT = f'{NETNS_PROBE} && echo && echo @@csv && cat "$1"'
+# Poll GET $1 every $3 s, at most $2 times; once it answers 200, print @@ready and go on with
+# BEFORE_SCRIPT (one exec instead of two); else print the last answer and exit 99.
+READY_SCRIPT = r"""
+i=0
+until code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1"); [ "$code" = 200 ]; do
+  i=$((i + 1)); [ "$i" -ge "$2" ] && { echo "@@last $code"; exit 99; }
+  sleep "$3"
+done
+echo @@ready
+""" + BEFORE_SCRIPT
+# In the task, before the window: wait for the roles file ($1, every $3 s, at most $2 times; exit 99 if it never
+# comes), then the snapshot. The sleeps fall before the snapshot's reads, outside the measured window.
+ROLES_THEN_SNAPSHOT = r"""
+i=0
+until [ -s "$1" ]; do
+  i=$((i + 1)); [ "$i" -ge "$2" ] && exit 99
+  sleep "$3"
+done
+""" + cgroup.SNAPSHOT_SCRIPT
+NOT_READY = 99
 
 
 class RunError(RuntimeError):
@@ -170,16 +214,23 @@ def parse_netns_probe(text: str) -> tuple[dict[str, int], int]:
 
 
 def count_failed(rows: int, served_before: int, served_after: int, tcp_before: Mapping[str, int],
-                 tcp_after: Mapping[str, int]) -> tuple[int, dict[str, int]]:
+                 tcp_after: Mapping[str, int], cap_reached: bool = False) -> tuple[int, dict[str, int]]:
     """Failed requests over the window, and the evidence by kind (the run file's error_distribution).
 
     - served delta - rows: requests the app completed that hey has no row for
-      (hey's client timeout, connection cut after the app answered).
-    - AttemptFails (connection refused) + EstabResets (connection reset):
-      requests that never got an answer, including those the app never saw.
-    A timed-out request can show up in both (the app later writes to a closed
-    socket and is reset), so the two are combined with max, not summed: the
-    count is a lower bound that is zero only if neither source saw a failure.
+      (hey's client timeout, connection cut after the app answered). Once hey's
+      row cap is reached (cap_reached) the app keeps serving answers hey no
+      longer records: they are not failures, and this source is left out.
+    - AttemptFails (connection refused): connection attempts that failed.
+    - EstabResets (connection reset), halved and rounded up: the client and the
+      server socket live in the same network namespace, so one reset connection
+      moves the namespace's counter once per end that was established when it
+      closed, once or twice. ceil(resets / 2) is the fewest reset connections
+      that explain the count, and a reset connection fails at most the one
+      request in flight on it (hey sends one at a time per connection).
+    A timed-out request can show up in both sources (the app later writes to a
+    closed socket and is reset), so the two are combined with max, not summed:
+    the count is a lower bound that is zero only if neither source saw a failure.
     """
     served = served_after - served_before
     if served < rows:
@@ -190,9 +241,36 @@ def count_failed(rows: int, served_before: int, served_after: int, tcp_before: M
     unrecorded = served - rows
     refused = tcp_after["AttemptFails"] - tcp_before["AttemptFails"]
     reset = tcp_after["EstabResets"] - tcp_before["EstabResets"]
+    reset_connections = math.ceil(reset / 2)
     evidence = {"served_not_recorded": unrecorded, "tcp_attempt_fails": refused, "tcp_estab_resets": reset,
+                "tcp_reset_connections": reset_connections,
                 "tcp_active_opens": tcp_after["ActiveOpens"] - tcp_before["ActiveOpens"]}
-    return max(unrecorded, refused + reset), evidence
+    return max(0 if cap_reached else unrecorded, refused + reset_connections), evidence
+
+
+def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods: int) -> None:
+    """Fail unless the task's cgroup holds the condition's limits and its own CPU accounting.
+
+    The limits are read back from the cgroup, not taken from what was asked of
+    Docker; nr_periods must grow over a loaded window: on a cgroup v2 host
+    without a delegated cpu controller the counters would not be the task's.
+    """
+    if limits is None or limits.vcpu is None:
+        found = "no cgroup limit files" if limits is None else (
+            f"cpu quota {limits.cpu_quota_us} / period {limits.cpu_period_us} us")
+        raise RunError(f"{condition.id}: expected a CPU limit of {condition.vcpu:g} vCPU on the task's cgroup, "
+                       f"found {found}")
+    if abs(limits.vcpu - condition.vcpu) > VCPU_TOLERANCE:
+        raise RunError(f"{condition.id}: expected a CPU limit of {condition.vcpu:g} vCPU, the task's cgroup has "
+                       f"quota {limits.cpu_quota_us} / period {limits.cpu_period_us} us = {limits.vcpu:g} vCPU")
+    expected_memory = condition.memory_mb * 2**20
+    if limits.memory_limit_bytes != expected_memory:
+        raise RunError(f"{condition.id}: expected a memory limit of {condition.memory_mb} MiB ({expected_memory} "
+                       f"bytes), the task's cgroup has {limits.memory_limit_bytes} bytes")
+    if nr_periods <= 0:
+        raise RunError(f"{condition.id}: the task cgroup's nr_periods did not increase over the window "
+                       f"(delta {nr_periods}): its CPU counters are not the task's own (cgroup v2 without "
+                       "the cpu controller delegated to containers?); enable it and rerun")
 
 
 class Measurement:
@@ -208,6 +286,14 @@ class Measurement:
         self.run_id = run_id
         self.task: Any = None
         self.loadgen: Any = None
+        # The before-window reads of the load generator (probe, Tcp counters, served), taken by wait_ready.
+        self.before: tuple[str, dict[str, int], int] | None = None
+
+    def loadgen_deadline_s(self) -> int:
+        """How long the load generator lives at most: readiness, warm-up and window, each with its grace."""
+        load = self.load
+        return math.ceil(load.ready_timeout_s + load.warmup_s + load.duration_s + 2 * HEY_GRACE_S
+                         + LOADGEN_GRACE_S)
 
     def start(self) -> None:
         condition = self.condition
@@ -229,7 +315,7 @@ class Measurement:
             self.loadgen = self.client.containers.run(
                 self.loadgen_image.id,
                 entrypoint=["sleep"],
-                command=["infinity"],
+                command=[str(self.loadgen_deadline_s())],
                 detach=True,
                 name=container_name(condition, self.run_id, "loadgen"),
                 labels=labels(condition, self.run_id, "loadgen"),
@@ -263,29 +349,42 @@ class Measurement:
         return exec_in(self.client, self.loadgen.id, cmd)
 
     def wait_ready(self) -> float:
-        """Block until /work answers 200 and the roles file exists; return the seconds it took."""
+        """Block until /work answers 200; return the seconds it took. Also takes the before-window reads.
+
+        Polling runs inside one exec (READY_EXEC_S long at most), and the same exec goes on
+        to the environment probe and the network namespace counters: an API round trip
+        costs more than a poll interval.
+        """
         started = time.monotonic()
         deadline = started + self.load.ready_timeout_s
-        last = ""
+        polls = str(max(1, round(READY_EXEC_S / READY_POLL_S)))
         while True:
+            result = self.loadgen_exec(["sh", "-c", READY_SCRIPT, "ready", WORK_URL, polls, f"{READY_POLL_S:g}"])
+            head, ready, rest = result.stdout.partition("@@ready\n")
+            if ready:
+                self.before = self._before_window(result, rest)
+                return time.monotonic() - started
             self.task.reload()
             if self.task.status != "running":
                 raise self.start_error("exited before it answered /work")
-            probe = self.loadgen_exec(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2",
-                                       WORK_URL])
-            last = probe.stdout.strip() or probe.stderr.strip()
-            if probe.stdout.strip() == "200" and self.task_exec(f"test -s {cgroup.ROLES_FILE}").exit_code == 0:
-                return time.monotonic() - started
             if time.monotonic() > deadline:
+                last = head.strip().removeprefix("@@last").strip() or result.stderr.strip()
                 raise self.start_error(
-                    f"did not answer GET /work with 200 and write {cgroup.ROLES_FILE} within "
-                    f"ready_timeout_s={self.load.ready_timeout_s:g} (last answer: {last!r})"
+                    f"did not answer GET /work with 200 within ready_timeout_s={self.load.ready_timeout_s:g} "
+                    f"(last answer: {last!r})"
                 )
-            time.sleep(READY_POLL_S)
 
-    def snapshot(self) -> tuple[cgroup.TaskSnapshot, float]:
-        result = self.task_exec(cgroup.SNAPSHOT_SCRIPT)
+    def snapshot(self, wait_roles: bool = False) -> tuple[cgroup.TaskSnapshot, float]:
+        """The task's cgroup and processes (first waiting for the roles file if wait_roles), and when it returned."""
+        if wait_roles:
+            polls = str(max(1, round(ROLES_WAIT_S / READY_POLL_S)))
+            result = exec_in(self.client, self.task.id, ["sh", "-c", ROLES_THEN_SNAPSHOT, "snapshot",
+                                                         cgroup.ROLES_FILE, polls, f"{READY_POLL_S:g}"])
+        else:
+            result = self.task_exec(cgroup.SNAPSHOT_SCRIPT)
         taken = time.monotonic()
+        if result.exit_code == NOT_READY and wait_roles:
+            raise self.start_error(f"answered /work but did not write {cgroup.ROLES_FILE} within {ROLES_WAIT_S:g} s")
         if result.exit_code != 0:
             raise RunError(f"{self.condition.id}: reading the cgroup inside the task failed: {result.stderr[:300]}")
         return cgroup.parse_snapshot(result.stdout), taken
@@ -293,16 +392,32 @@ class Measurement:
     def docker_counters(self) -> cgroup.CgroupCounters:
         return cgroup.parse_docker_stats(self.task.stats(stream=False, one_shot=True))
 
-    def netns(self) -> tuple[dict[str, int], int]:
-        result = self.loadgen_exec(["sh", "-c", NETNS_PROBE])
+    def before_window(self) -> None:
+        """Read the environment probe and the network namespace counters again (after a warm-up)."""
+        result = self.loadgen_exec(["sh", "-c", BEFORE_SCRIPT])
+        self.before = self._before_window(result, result.stdout)
+
+    def _before_window(self, result: ExecResult, text: str) -> tuple[str, dict[str, int], int]:
+        """BEFORE_SCRIPT's output -> (probe text, Tcp counters, served)."""
         if result.exit_code != 0:
             raise RunError(f"{self.condition.id}: reading /stats and /proc/net/snmp failed: {result.stderr[:300]}")
-        return parse_netns_probe(result.stdout)
+        probe, _, netns = text.partition("@@netns\n")
+        return (probe, *parse_netns_probe(netns))
 
-    def hey(self, duration_s: float) -> ExecResult:
-        cmd = hey.command(WORK_URL, duration_s, self.load.concurrency)
+    def after_window(self) -> tuple[dict[str, int], int, str]:
+        """The network namespace counters, then hey's CSV file -> (Tcp counters, served, CSV text)."""
+        result = self.loadgen_exec(["sh", "-c", AFTER_SCRIPT, "after", LOADGEN_CSV])
+        if result.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading /stats, /proc/net/snmp and hey's CSV {LOADGEN_CSV} "
+                           f"failed: {result.stderr[:300]}")
+        netns, _, csv = result.stdout.partition("\n@@csv\n")
+        return (*parse_netns_probe(netns), csv)
+
+    def hey(self, duration_s: float, csv_path: str) -> ExecResult:
+        """hey with its CSV written to csv_path in the load generator; stdout holds its CPU counter lines."""
         limit = f"{duration_s + HEY_GRACE_S:g}"
-        return self.loadgen_exec(["timeout", "-s", "KILL", limit, *cmd])
+        return self.loadgen_exec(hey.command_to_file(WORK_URL, duration_s, self.load.concurrency, csv_path,
+                                                     ("timeout", "-s", "KILL", limit)))
 
     def remove(self) -> None:
         """Remove this run's containers, found by their run label too (covers a create that raced a signal)."""
@@ -312,15 +427,19 @@ class Measurement:
                 found.setdefault(container.id, container)
         except docker.errors.APIError as err:
             log.warning("listing containers of run %s failed: %s", self.run_id, err)
-        # The load generator first: it holds the task's network namespace.
-        for container in sorted(found.values(), key=lambda c: c.labels.get(PART_LABEL) != "loadgen"):
-            try:
-                container.remove(force=True)
-                log.info("removed container %s", container.name)
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as err:
-                log.error("could not remove container %s: %s", container.name, err)
+        # Both at once: each force removal is a kill, a wait and a delete on the engine.
+        with ThreadPoolExecutor(max_workers=max(1, len(found))) as pool:
+            list(pool.map(_remove, found.values()))
+
+
+def _remove(container: Any) -> None:
+    try:
+        container.remove(force=True)
+        log.info("removed container %s", container.name)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as err:
+        log.error("could not remove container %s: %s", container.name, err)
 
 
 def engine_address(client: docker.DockerClient) -> str:
@@ -358,16 +477,20 @@ def run_condition(
     out_path: str | Path,
     host_name: str = "local",
     extra_environment: Mapping[str, Any] | None = None,
+    repeat: int = 1,
 ) -> Path:
     """Measure one condition on the engine behind client and write out_path (a run file).
 
     task_image / loadgen_image: an image id or tag, or a docker Image object.
+    repeat: which repetition of the condition this run is (1, 2, ...), stored as meta["repeat"].
     Raises RunError with what went wrong; Interrupted on SIGINT/SIGTERM. No
     container of this run survives the call, and out_path exists only if the
     run succeeded.
     """
     condition = as_condition(condition)
     load = as_load(load)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise RunError(f"{condition.id}: repeat {repeat!r} is not a whole number >= 1")
     task_image = _image(client, task_image, "task")
     loadgen_image = _image(client, loadgen_image, "load generator")
     variant = (task_image.labels or {}).get("org.sidecar-bench.variant")
@@ -378,7 +501,7 @@ def run_condition(
     measurement = Measurement(client, condition, load, task_image, loadgen_image, run_id)
     saved_timeout = client.api.timeout
     # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
-    client.api.timeout = max(saved_timeout or 60, load.duration_s + HEY_GRACE_S + 60)
+    client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s) + HEY_GRACE_S + 60)
     try:
         with signals_raise():
             try:
@@ -387,7 +510,8 @@ def run_condition(
                 log.info("%s: app ready after %.1f s", condition.id, ready_s)
                 if load.warmup_s > 0:
                     log.info("warm-up: %g s of the same load, not recorded", load.warmup_s)
-                    measurement.hey(load.warmup_s)
+                    measurement.hey(load.warmup_s, "/dev/null")
+                    measurement.before_window()
                 meta_parts = _measure(measurement)
             finally:
                 with signals_deferred() as received:
@@ -401,6 +525,7 @@ def run_condition(
     info = client.info()
     meta = {
         "format_version": record.FORMAT_VERSION,
+        "repeat": repeat,
         "condition": condition.as_dict(),
         "load": {**load.as_dict(), "url": WORK_URL},
         **parts,
@@ -412,25 +537,29 @@ def run_condition(
         ),
     }
     path = record.write_run(out_path, samples, meta)
-    log.info("%s: wrote %s (%d requests)", condition.id, path, len(samples))
+    log.info("%s rep %d: wrote %s (%d requests)", condition.id, repeat, path, len(samples))
     return path
 
 
 def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     """The measured window and the checks on it -> (hey samples, run metadata parts)."""
     condition, load = m.condition, m.load
-    probe = m.loadgen_exec(["sh", "-c", environment.PROBE_SCRIPT]).stdout
-    tcp_before, served_before = m.netns()
-    snap_before, t_before = m.snapshot()
+    probe, tcp_before, served_before = m.before
+    # Innermost: nothing but the hey exec between the two task snapshots.
+    snap_before, t_before = m.snapshot(wait_roles=True)
+    # No readable cgroup files: the Docker stats API brackets the window instead (wider, coarser).
     stats_before = None if snap_before.counters else m.docker_counters()
     start = utc_now()
     hey_started = time.monotonic()
-    result = m.hey(load.duration_s)
+    result = m.hey(load.duration_s, LOADGEN_CSV)
     hey_wall = time.monotonic() - hey_started
-    end = utc_now()
     stats_after = None if snap_before.counters else m.docker_counters()
-    snap_after, t_after = m.snapshot()
-    tcp_after, served_after = m.netns()
+    # The after-window reads of the load generator run beside the task's snapshot: neither changes the other.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        after = pool.submit(m.after_window)
+        snap_after, t_after = m.snapshot()
+        end = utc_now()
+        tcp_after, served_after, csv_text = after.result()
     m.task.reload()
     state = m.task.attrs["State"]
 
@@ -441,11 +570,16 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     if state.get("Status") != "running" or state.get("OOMKilled"):
         raise m.start_error("stopped during the measured window")
     try:
-        samples = hey.parse_csv(result.stdout)
+        samples = hey.parse_csv(csv_text)
         check = hey.check_samples(samples, load.duration_s, load.concurrency)
+        loadgen_cpu_s = hey.parse_loadgen_usage(result.stdout)
     except ValueError as err:
         raise RunError(f"{condition.id}: consistency check failed: {err}") from err
-    failed, evidence = count_failed(check.rows, served_before, served_after, tcp_before, tcp_after)
+    if check.cap_reached:
+        log.warning("%s: hey recorded its maximum of %d responses; later ones were served but not recorded",
+                    condition.id, hey.MAX_ROWS)
+    failed, evidence = count_failed(check.rows, served_before, served_after, tcp_before, tcp_after,
+                                    cap_reached=check.cap_reached)
     if failed:
         log.warning("%s: %d failed requests (%s)", condition.id, failed, evidence)
     if check.time_coverage < 0.9:
@@ -456,10 +590,14 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
 
     if snap_before.counters and snap_after.counters:
         cpu = cgroup.counters_delta(snap_before.counters, snap_after.counters)
+        peak = snap_after.counters.peak_memory_bytes
     else:
         cpu = cgroup.counters_delta(stats_before, stats_after)
         cpu.update(period_us=100_000, quota_us=round(condition.vcpu * 100_000))
+        peak = stats_after.peak_memory_bytes
     cpu["wall_s"] = round(t_after - t_before, 6)
+    limits = snap_after.limits or cgroup.limits_from_host_config(m.task.attrs.get("HostConfig") or {})
+    check_limits(condition, limits, cpu["nr_periods"])
 
     expected_roles = {"app", *condition.roles}
     if set(snap_before.roles) != expected_roles:
@@ -470,13 +608,18 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     processes += [{"role": role, "target_pct": condition.sidecar_load_pct, "cpu_s": cpu_by_role[role]}
                   for role in condition.roles]
 
-    peak = snap_after.counters.peak_memory_bytes if snap_after.counters else stats_after.peak_memory_bytes
+    host = cgroup.host_cpu_delta(snap_before, snap_after)
     parts = {
-        "window": {"start": start, "end": end, "wall_s": round(hey_wall, 6), "hey_span_s": round(check.span_s, 6),
-                   "time_coverage": round(check.time_coverage, 4)},
+        "window": {"start": start, "end": end, "wall_s": round(hey_wall, 6), "load_s": round(check.span_s, 6),
+                   "hey_span_s": round(check.span_s, 6), "time_coverage": round(check.time_coverage, 4)},
         "requests": {"rows": check.rows, "non_2xx": check.non_2xx, "failed": failed, "failed_source": FAILED_SOURCE,
-                     "error_distribution": evidence, "served_delta": served_after - served_before},
+                     "error_distribution": evidence, "served_delta": served_after - served_before,
+                     "cap_reached": check.cap_reached},
         "cgroup": cpu,
+        "limits": limits.as_dict(),
+        "host": None if host is None else {"cpus": host["cpus"], "busy_s": round(host["busy_s"], 3),
+                                           "total_s": round(host["total_s"], 3)},
+        "loadgen": {"cpu_s": None if loadgen_cpu_s is None else round(loadgen_cpu_s, 6)},
         "processes": processes,
         "container": {
             # Measured at the end of the window, while the task still runs: no exit code yet.
