@@ -146,7 +146,7 @@ def steps(
                 continue
             low_after, high_before = right[f"t{k}_lo"].min(), left[f"t{k}_hi"].max()
             clear = low_after > high_before
-            evidence = (f"share slower than {k} period(s) {share_before:.1%} -> {share_after:.1%}; from "
+            evidence = (f"share slower than {k} period{'' if k == 1 else 's'} {share_before:.1%} -> {share_after:.1%}; from "
                         f"{loads[i]:g}% on >= {low_after:.1%} {'>' if clear else '<='} {high_before:.1%}, the highest before")
             found.append(BreakingPoint(float(loads[i - 1]), float(loads[i]), float(before), float(after),
                                        f"tail>{k}T", BREAK if clear else WITHIN_NOISE, evidence))
