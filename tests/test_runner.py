@@ -270,7 +270,34 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
     assert env["image_variant"] == "go-sidecar" and env["hey_version"].startswith("0.1.4")
     assert env["cgroup_version"] == "1" and env["engine_id"] == client.info()["ID"]
     assert meta["window"]["wall_s"] >= 3
+    assert meta["repeat"] == 1 and meta["format_version"] == 2
+    assert meta["limits"] == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
+                              "memory_limit_bytes": 2040 * 2**20, "swap_limit_bytes": 0}
+    host = meta["host"]
+    assert host["cpus"] == client.info()["NCPU"] and 0 < host["busy_s"] <= host["total_s"]
+    # All CPUs over the CPU window, give or take a tick per CPU.
+    assert host["total_s"] == pytest.approx(host["cpus"] * cpu["wall_s"], abs=0.1 * host["cpus"])
+    assert meta["loadgen"]["cpu_s"] > 0 and meta["requests"]["cap_reached"] is False
     assert leftovers(client, GO_TEST) == []
+
+
+@pytest.mark.docker
+def test_the_cpu_window_closes_when_the_load_stops_however_many_rows(client, engine, tmp_path):
+    # hey writes its CSV after the load, ~15 µs a row, and streaming it took as long again: with the
+    # snapshot after hey's exit, 24,000 rows held the CPU window open 0.44 s past the load.
+    image_for(client, "sidecar-bench/task:go")
+    condition = Condition("go", 2, 2043, 0, 0)
+    out = tmp_path / "run.parquet"
+    runner.run_condition(client, condition, LoadSettings(duration_s=5, concurrency=10, ready_timeout_s=60),
+                         "sidecar-bench/task:go", "sidecar-bench/loadgen:latest", out, "local", repeat=2)
+    frame, meta = record.read_run(out)
+    window, cpu = meta["window"], meta["cgroup"]
+    assert len(frame) > 10_000, ("too few rows to see the CSV's cost", window, cpu)
+    assert window["load_s"] == pytest.approx((frame["offset_s"] + frame["response_time_s"]).max(), abs=1e-6)
+    # On the host's uptime clock (10 ms ticks): the CPU window ends within a CFS period or so of the load.
+    assert -0.05 <= cpu["end_lag_s"] <= 0.2 and 0 <= cpu["start_lead_s"] <= 0.2, cpu
+    assert cpu["wall_s"] - window["load_s"] < 0.3, (cpu, window)
+    assert meta["repeat"] == 2
 
 
 @pytest.mark.docker

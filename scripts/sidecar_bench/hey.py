@@ -44,8 +44,8 @@ SAMPLE_COLUMNS = tuple(CSV_COLUMNS.values())
 # responses are served and counted by the app but get no row.
 MAX_ROWS = 1_000_000
 # Runs hey with its CSV going to a file ($1) instead of the exec stream, and prints
-# the load generator cgroup's CPU counter right before and after it: the stream then
-# carries a few bytes only, so the run's window ends when the load ends. No value is
+# the load generator cgroup's CPU counter right before and after it and the host's
+# uptime clock at hey's start (the task's snapshots read the same clock). No value is
 # interpolated into the script; the path and hey's arguments are positional parameters.
 TO_FILE_SCRIPT = r"""
 out=$1; shift
@@ -59,6 +59,8 @@ usage() {
   echo "@@usage_none"
 }
 usage
+read -r up _ < /proc/uptime
+echo "@@start_uptime $up"
 "$@" > "$out"
 rc=$?
 usage
@@ -99,6 +101,14 @@ def parse_loadgen_usage(text: str) -> float | None:
     if values[1] < values[0]:
         raise HeyOutputError(f"the load generator's CPU counter went backwards: {values[0]} then {values[1]} s")
     return values[1] - values[0]
+
+
+def parse_start_uptime(text: str) -> float | None:
+    """TO_FILE_SCRIPT's stdout -> the host's /proc/uptime right before hey started (10 ms resolution)."""
+    for line in text.splitlines():
+        if line.startswith("@@start_uptime "):
+            return float(line.split()[1])
+    return None
 
 
 def _duration_text(seconds: float) -> str:

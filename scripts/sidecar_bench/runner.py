@@ -20,11 +20,13 @@ Sequence (every step through the Docker SDK, so a remote engine works the same):
        [wait for the entrypoint's roles file,] cgroup files and limits,
        every /proc/PID/stat, host /proc/stat (task)
          hey -z D -c C -o csv > file, the load generator's CPU counter around it
-       cgroup files and limits, every /proc/PID/stat, host /proc/stat (task)
-     /stats served + /proc/net/snmp, then hey's CSV file (load generator, beside
-     the task's after-snapshot)
-   hey's CSV goes to a file and is fetched after the window: streamed through
-   the exec it would keep the window open for the transfer (0.5 s for 32,579 rows).
+       cgroup files and limits, every /proc/PID/stat, host /proc/stat (task),
+       at D + LOAD_END_MARGIN_S after hey started, while hey still writes its CSV
+     /stats served + /proc/net/snmp, then hey's CSV file (load generator)
+   hey spends ~15 µs a row writing its CSV after the load stops, and streaming it
+   through the exec took as long again (0.5 s for 32,579 rows in all): the CPU
+   window closes when the load stops, not when hey exits, and the CSV is fetched
+   from a file afterwards.
 6. Check the limits read back, the samples, count failures, write the run file atomically.
 Every container started is removed in `finally`, also on SIGINT/SIGTERM.
 
@@ -50,7 +52,7 @@ import signal
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -85,6 +87,10 @@ LOADGEN_GRACE_S = 60
 # hey writes its CSV here, inside the load generator (its own file system: one run only).
 LOADGEN_CSV = "/tmp/hey.csv"
 VCPU_TOLERANCE = 1e-3
+# hey formats its CSV with text/template after the load stops, ~15 µs a row (15 s at its
+# 1,000,000-row cap), so its exit is not the load's end: the after-snapshot is taken this long
+# after hey's duration instead, one CFS period for the requests still in flight.
+LOAD_END_MARGIN_S = 0.1
 FAILED_SOURCE = (
     "max(app /stats served delta - hey rows (0 when hey's row cap was reached), Tcp AttemptFails + "
     "ceil(EstabResets / 2) delta from /proc/net/snmp of the task's network namespace), both over the hey window"
@@ -432,6 +438,11 @@ class Measurement:
             list(pool.map(_remove, found.values()))
 
 
+def _timed(function: Any, *args: Any) -> tuple[Any, float]:
+    started = time.monotonic()
+    return function(*args), time.monotonic() - started
+
+
 def _remove(container: Any) -> None:
     try:
         container.remove(force=True)
@@ -550,16 +561,15 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     # No readable cgroup files: the Docker stats API brackets the window instead (wider, coarser).
     stats_before = None if snap_before.counters else m.docker_counters()
     start = utc_now()
-    hey_started = time.monotonic()
-    result = m.hey(load.duration_s, LOADGEN_CSV)
-    hey_wall = time.monotonic() - hey_started
-    stats_after = None if snap_before.counters else m.docker_counters()
-    # The after-window reads of the load generator run beside the task's snapshot: neither changes the other.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        after = pool.submit(m.after_window)
+        running = pool.submit(_timed, m.hey, load.duration_s, LOADGEN_CSV)
+        # Returns early only if hey failed; then the run fails below anyway.
+        wait([running], timeout=load.duration_s + LOAD_END_MARGIN_S)
+        stats_after = None if snap_before.counters else m.docker_counters()
         snap_after, t_after = m.snapshot()
         end = utc_now()
-        tcp_after, served_after, csv_text = after.result()
+        result, hey_wall = running.result()
+    tcp_after, served_after, csv_text = m.after_window()
     m.task.reload()
     state = m.task.attrs["State"]
 
@@ -596,6 +606,11 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         cpu.update(period_us=100_000, quota_us=round(condition.vcpu * 100_000))
         peak = stats_after.peak_memory_bytes
     cpu["wall_s"] = round(t_after - t_before, 6)
+    hey_start = hey.parse_start_uptime(result.stdout)
+    if hey_start is not None and snap_before.uptime_s is not None and snap_after.uptime_s is not None:
+        # On the host's uptime clock (10 ms ticks): how far the CPU window starts before hey and ends after its load.
+        cpu["start_lead_s"] = round(hey_start - snap_before.uptime_s, 2)
+        cpu["end_lag_s"] = round(snap_after.uptime_s - (hey_start + check.span_s), 2)
     limits = snap_after.limits or cgroup.limits_from_host_config(m.task.attrs.get("HostConfig") or {})
     check_limits(condition, limits, cpu["nr_periods"])
 
