@@ -186,6 +186,20 @@ def test_limits_from_the_engine_when_no_cgroup_file_is_readable():
                                  "memory_limit_bytes": 2048 * 2**20, "swap_limit_bytes": 0}
 
 
+def test_the_load_generator_exits_on_its_own_after_every_step_could_have_ended():
+    # A killed workflow cannot remove it; `sleep infinity` kept it (and the task's namespace) for ever.
+    load = LoadSettings(duration_s=30, warmup_s=5, ready_timeout_s=120)
+    measurement = runner.Measurement(None, Condition("go", 1, 2048, 0, 0), load, None, None, "run")
+    assert measurement.loadgen_deadline_s() == 120 + 5 + 30 + 2 * runner.HEY_GRACE_S + runner.LOADGEN_GRACE_S
+
+
+def test_repeat_must_be_a_whole_number_from_one(tmp_path):
+    for bad in (0, 1.0, True):
+        with pytest.raises(runner.RunError, match=rf"go_cpu1_mem2048_sc0_load00: repeat {bad!r} is not"):
+            runner.run_condition(None, Condition("go", 1, 2048, 0, 0), LoadSettings(), "t", "l",
+                                 tmp_path / "x.parquet", repeat=bad)
+
+
 def test_fewer_answers_than_rows_means_the_app_restarted():
     clean = tcp("snmp-before.txt")
     with pytest.raises(runner.RunError, match="restarted"):
@@ -429,9 +443,9 @@ def test_a_host_the_image_rule_did_not_see_gets_its_images_built(client, tmp_pat
     out = tmp_path / "runs" / "go.parquet"
     condition = Condition("go", 1, 512, 0, 0)
     job.main(condition.as_dict(), LoadSettings(duration_s=1, concurrency=2).as_dict(), [{"name": "local", "url": None}],
-             refs, str(out), str(hosts.lock_dir()), image_settings={"base_fallback": "debootstrap"})
+             refs, str(out), str(hosts.lock_dir()), image_settings={"base_fallback": "debootstrap"}, repeat=3)
     meta = record.read_run_meta(out)
-    assert meta["environment"]["host_name"] == "local"
+    assert meta["environment"]["host_name"] == "local" and meta["repeat"] == 3
     assert meta["environment"]["image_id"] == client.images.get(image.image_tag("go")).id
 
 

@@ -71,7 +71,8 @@ def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping
 
 
 # Typical time a run takes beyond its measured window (start, readiness, snapshots, removal);
-# scripts/bench_harness.py measures it (about 0.5 s on a 2-core local engine).
+# scripts/bench_harness.py measures it: 0.8 s median on a 2-core local engine for short Go runs,
+# more for long windows (hey writes ~15 us of CSV a row after the load).
 DEFAULT_OVERHEAD_S = 1.0
 
 
