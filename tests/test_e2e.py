@@ -1,6 +1,6 @@
 """End to end: the real Snakefile builds the real images and measures a small matrix
-on the real Docker engine, then `snakemake -n` shows which conditions each kind of
-change reruns."""
+twice (repeats: 2) on the real Docker engine, then `snakemake -n` shows which
+conditions and repetitions each kind of change reruns."""
 
 import contextlib
 import json
@@ -19,13 +19,14 @@ GO_ALONE = "go_cpu0.5_mem512_sc0_load00"
 GO_SIDECAR = "go_cpu0.5_mem512_sc1_load10"
 NEXT_SIDECAR = "next_cpu1_mem512_sc1_load10"
 ALL = {GO_ALONE, GO_SIDECAR, NEXT_SIDECAR}
+REPEATS = 2
 
 
 def e2e_config(**load):
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["sets"]["e2e_go"] = dict(app=["go"], vcpu=[0.5], memory_mb=[512], sidecar_count=[0, 1], sidecar_load_pct=[10])
     config["sets"]["e2e_next"] = dict(app=["next"], vcpu=[1], memory_mb=[512], sidecar_count=[1], sidecar_load_pct=[10])
-    config["presets"]["e2e"] = {"sets": ["e2e_go", "e2e_next"], "load": {"duration_s": 2, **load}}
+    config["presets"]["e2e"] = {"sets": ["e2e_go", "e2e_next"], "repeats": REPEATS, "load": {"duration_s": 2, **load}}
     config["preset"] = "e2e"
     return config
 
@@ -46,21 +47,40 @@ def project_containers():
     return client.containers.list(all=True, filters={"label": "org.sidecar-bench.project=sidecar-bench"})
 
 
-def test_every_condition_has_a_run_file_with_raw_requests(finished):
+def run_metas(project):
+    """{(condition id, repetition): run file metadata} of every run file of the e2e preset."""
+    metas = {}
+    for path in sorted((project / "results" / "e2e" / "runs").glob("*/rep*.parquet")):
+        metas[(path.parent.name, int(path.stem.removeprefix("rep")))] = json.loads(
+            pq.read_schema(path).metadata[b"sidecar_bench"])
+    return metas
+
+
+def test_every_repetition_of_every_condition_has_a_run_file_with_raw_requests(finished):
     project, _, _ = finished
-    runs = sorted((project / "results" / "e2e" / "runs").glob("*.parquet"))
-    assert {p.stem for p in runs} == ALL
+    runs = sorted((project / "results" / "e2e" / "runs").glob("*/rep*.parquet"))
+    assert {(p.parent.name, p.stem) for p in runs} == {(c, f"rep{r}") for c in ALL for r in (1, 2)}
     for path in runs:
         table = pq.read_table(path)
         assert table.num_rows > 0
         meta = json.loads(table.schema.metadata[b"sidecar_bench"])
-        assert meta["condition"]["id"] == path.stem
+        assert meta["condition"]["id"] == path.parent.name
+        assert meta["repeat"] == int(path.stem.removeprefix("rep"))
         assert meta["load"]["duration_s"] == 2
         assert meta["cgroup"]["nr_periods"] > 0
         assert len(meta["processes"]) == 1 + meta["condition"]["sidecar_count"]
     # All runs read as one dataset.
     frame = pd.read_parquet(project / "results" / "e2e" / "runs")
     assert set(frame["condition_id"]) == ALL
+
+
+def test_repetitions_are_interleaved(finished):
+    # Every condition's first repetition is measured before any second one.
+    project, _, _ = finished
+    starts = {key: meta["window"]["start"] for key, meta in run_metas(project).items()}
+    first = max(start for (_, rep), start in starts.items() if rep == 1)
+    second = min(start for (_, rep), start in starts.items() if rep == 2)
+    assert first < second, starts
 
 
 def test_no_container_is_left_behind(finished):
@@ -73,8 +93,15 @@ def test_summary_tables_and_charts_are_made(finished):
     project, _, _ = finished
     results = project / "results" / "e2e"
     summary = pd.read_parquet(results / "summary.parquet")
-    assert set(summary["condition_id"]) == ALL
+    assert sorted(summary["condition_id"]) == sorted(ALL)
+    assert (summary["repeats"] == REPEATS).all()
     assert (summary["rps"] > 0).all()
+    for metric in ("rps", "p50_ms", "p99_ms", "slow_1p_share"):
+        assert (summary[f"{metric}_lo"] <= summary[metric]).all(), metric
+        assert (summary[metric] <= summary[f"{metric}_hi"]).all(), metric
+    assert "flags" in summary.columns
+    runs = pd.read_parquet(results / "runs_summary.parquet")
+    assert len(runs) == len(ALL) * REPEATS
     assert (results / "summary.csv").exists()
     tables = list((results / "tables").glob("*.md"))
     assert tables, "no Markdown tables"
@@ -85,7 +112,7 @@ def test_summary_tables_and_charts_are_made(finished):
 def test_progress_is_shown_while_the_matrix_runs(finished):
     _, output, _ = finished
     assert "sidecar-bench: start" in output
-    assert "[3/3 done, ETA 0m]" in output
+    assert "[6/6 done, ETA 0m]" in output
 
 
 def test_the_report_is_one_self_contained_file(finished):
@@ -121,6 +148,7 @@ def test_editing_the_sidecar_reruns_only_sidecar_conditions(finished):
     with edited(project / "task-image" / "sidecar" / "sidecar.py", "\n# edited\n"):
         plan = dry_run(project)
     assert plan.conditions == {GO_SIDECAR, NEXT_SIDECAR}
+    assert plan.jobs["run_condition"] == 2 * REPEATS
     assert plan.variants == {"go-sidecar", "next-sidecar"}
     assert plan.jobs["aggregate_runs"] == 1
 
@@ -152,6 +180,24 @@ def test_changing_the_duration_reruns_every_condition(finished):
     assert "Params have changed" in plan.output
 
 
+def test_raising_repeats_runs_only_the_new_repetitions(finished):
+    project, _, _ = finished
+    plan = dry_run(project, "--config", "repeats=3")
+    assert plan.returncode == 0, plan.output
+    assert plan.conditions == ALL
+    assert plan.repeats == {3}
+    assert plan.jobs["run_condition"] == len(ALL)
+    assert plan.jobs["build_image"] == 0
+
+
+def test_lowering_repeats_only_reaggregates_and_keeps_the_files(finished):
+    project, _, _ = finished
+    plan = dry_run(project, "--config", "repeats=1")
+    assert plan.jobs["run_condition"] == 0
+    assert plan.jobs["aggregate_runs"] == 1
+    assert len(list((project / "results" / "e2e" / "runs").glob("*/rep2.parquet"))) == len(ALL)
+
+
 def test_adding_a_condition_runs_only_that_one(finished):
     project, _, _ = finished
     config = e2e_config()
@@ -162,6 +208,7 @@ def test_adding_a_condition_runs_only_that_one(finished):
     finally:
         write_config(project, **e2e_config())
     assert plan.conditions == {"go_cpu0.5_mem512_sc1_load20"}
+    assert plan.jobs["run_condition"] == REPEATS
     assert plan.jobs["build_image"] == 0
 
 

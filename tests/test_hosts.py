@@ -85,7 +85,7 @@ def test_the_matrix_spreads_over_two_engines_without_overlap_on_either(tmp_path,
     done = snakemake(project, cores=2, timeout=1500)
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
 
-    runs = sorted((project / "results" / "two" / "runs").glob("*.parquet"))
+    runs = sorted((project / "results" / "two" / "runs").glob("*/rep*.parquet"))
     assert len(runs) == 4
     spans = list(windows(runs))
     assert {name for name, *_ in spans} == {"first", "second"}

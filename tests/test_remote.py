@@ -73,8 +73,8 @@ def test_a_small_matrix_runs_on_an_engine_reached_over_ssh(tmp_path, ssh_engine)
     write_config(project, preset="remote", presets=config["presets"], sets=config["sets"], hosts=[{"name": "viassh", "url": url}])
     done = snakemake(project, timeout=1200, env={"HOME": home, "DOCKER_HOST": "unix:///nonexistent.sock"})
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
-    runs = sorted((project / "results" / "remote" / "runs").glob("*.parquet"))
-    assert [p.stem for p in runs] == ["go_cpu0.5_mem512_sc0_load00", "go_cpu0.5_mem512_sc1_load10"]
+    runs = sorted((project / "results" / "remote" / "runs").glob("*/rep*.parquet"))
+    assert [p.parent.name for p in runs] == ["go_cpu0.5_mem512_sc0_load00", "go_cpu0.5_mem512_sc1_load10"]
     for path in runs:
         table = pq.read_table(path)
         meta = json.loads(table.schema.metadata[b"sidecar_bench"])
