@@ -82,6 +82,10 @@ def get_run_files(wildcards):
     return RUN_FILES
 
 
+# Above every repetition's priority (0 .. REPEATS - 1).
+BUILD_PRIORITY = REPEATS
+
+
 def get_repeat_priority(wildcards):
     """Every condition's first repetition before any second one: slow drift of the host then
     spreads over all conditions instead of posing as a difference between them."""
