@@ -1,0 +1,141 @@
+"""Publish one preset's results with their provenance.
+
+    .venv/bin/python scripts/publish.py PRESET DEST [--results results] [--title TEXT]
+
+Copies results/<preset>/ summary.csv, runs_summary.csv, tables (Markdown and
+CSV), charts (PNG and SVG) and report.html (if made) into DEST, and writes
+DEST/provenance.json and DEST/PROVENANCE.md: the project's commit, the image
+ids, the host (CPU model, cores, kernel, cgroup and Docker versions), the first
+and last measured window, the settings (window, repetitions, warm-up, sidecar
+burn mode, concurrency) and how many conditions were flagged, by flag. Raw run
+files are never copied (they stay out of git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sidecar_bench import flags as flagmod  # noqa: E402
+from sidecar_bench.runfile import read_meta  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _distinct(frame: pd.DataFrame, column: str) -> list[Any]:
+    if column not in frame.columns:
+        return []
+    values = set()
+    for value in frame[column].dropna():
+        values.update(str(value).split(";"))
+    return sorted(values)
+
+
+def provenance(results: Path, preset: str) -> dict[str, Any]:
+    """What made the preset's results, from its summaries and its run files' metadata."""
+    base = results / preset
+    runs = pd.read_parquet(base / "runs_summary.parquet")
+    summary = pd.read_parquet(base / "summary.parquet")
+    metas = [read_meta(path) for path in runs["run_file"]]
+    starts = sorted(meta["window"]["start"] for meta in metas)
+    ends = sorted(meta["window"]["end"] for meta in metas)
+    loads = {json.dumps({k: meta["load"].get(k) for k in ("duration_s", "warmup_s", "concurrency", "sidecar_burn")},
+                        sort_keys=True) for meta in metas}
+    flagged = {code: int(summary[f"flag_{code}"].sum()) for code in flagmod.CODES if f"flag_{code}" in summary}
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    return {
+        "preset": preset,
+        "commit": _git("rev-parse", "HEAD"),
+        "commit_subject": _git("log", "-1", "--format=%s"),
+        "uncommitted_changes": dirty,
+        "conditions": int(len(summary)),
+        "runs": int(len(runs)),
+        "repeats": sorted({int(r) for r in summary["repeats"]}),
+        "settings": [json.loads(text) for text in sorted(loads)],
+        "measured_from": starts[0] if starts else None,
+        "measured_to": ends[-1] if ends else None,
+        "host": {
+            "hostname": _distinct(runs, "env_hostname"),
+            "cpu_model": _distinct(runs, "env_cpu_model"),
+            "cpu_count": _distinct(runs, "env_cpu_count"),
+            "kernel": _distinct(runs, "env_kernel"),
+            "cgroup_version": _distinct(runs, "env_cgroup_version"),
+            "docker_version": _distinct(runs, "env_docker_version"),
+            "hey_version": _distinct(runs, "env_hey_version"),
+        },
+        "images": {"task": _distinct(runs, "env_image_id"), "loadgen": _distinct(runs, "env_loadgen_image_id")},
+        "requests": {"successful": int(summary["successful"].sum()), "errors": int(summary["errors"].sum())},
+        "flagged_conditions": int((summary["flags"].fillna("") != "").sum()),
+        "flagged_by_flag": flagged,
+    }
+
+
+def provenance_markdown(info: dict[str, Any], title: str) -> str:
+    host = info["host"]
+    settings = "; ".join(
+        f"{s['duration_s']:g} s window, {s['warmup_s']:g} s warm-up, concurrency {s['concurrency']}, "
+        f"sidecar burn {s['sidecar_burn']}" for s in info["settings"])
+    flagged = ", ".join(f"{code} {count}" for code, count in info["flagged_by_flag"].items() if count) or "none"
+    return "\n".join([
+        f"# {title}", "",
+        f"- preset `{info['preset']}`: {info['conditions']} conditions, {info['runs']} runs "
+        f"(repeats {', '.join(map(str, info['repeats']))}); {settings}",
+        f"- measured {info['measured_from']} to {info['measured_to']}",
+        f"- commit {info['commit'][:12]} ({info['commit_subject']})"
+        + (", with uncommitted changes" if info["uncommitted_changes"] else ""),
+        f"- host: {', '.join(host['cpu_model'])}, {', '.join(host['cpu_count'])} CPUs, kernel "
+        f"{', '.join(host['kernel'])}, cgroup v{', '.join(host['cgroup_version'])}, Docker "
+        f"{', '.join(host['docker_version'])}, hey {', '.join(host['hey_version'])}",
+        f"- images: task {', '.join(i[7:19] for i in info['images']['task'])}; load generator "
+        f"{', '.join(i[7:19] for i in info['images']['loadgen'])}",
+        f"- requests: {info['requests']['successful']:,} successful, {info['requests']['errors']} errors",
+        f"- flagged conditions: {info['flagged_conditions']} of {info['conditions']} ({flagged})",
+        "",
+    ])
+
+
+def main(preset: str, dest: str, results: str = "results", title: str | None = None) -> dict[str, Any]:
+    source, out = Path(results) / preset, Path(dest)
+    if not (source / "summary.parquet").exists():
+        raise SystemExit(f"{source}/summary.parquet is missing: run snakemake --cores 1 --config preset={preset}")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("summary.csv", "runs_summary.csv", "report.html"):
+        if (source / name).exists():
+            shutil.copy2(source / name, out / name)
+    for sub, patterns in (("tables", ("*.md", "*.csv")), ("charts", ("*.png", "*.svg"))):
+        (out / sub).mkdir(exist_ok=True)
+        for pattern in patterns:
+            for path in (source / sub).glob(pattern):
+                shutil.copy2(path, out / sub / path.name)
+    info = provenance(Path(results), preset)
+    (out / "provenance.json").write_text(json.dumps(info, indent=2) + "\n")
+    (out / "PROVENANCE.md").write_text(provenance_markdown(info, title or f"How `{preset}` was measured"))
+    print(f"published {source} -> {out}: {info['conditions']} conditions, {info['runs']} runs, "
+          f"{info['flagged_conditions']} flagged", file=sys.stderr)
+    return info
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("preset")
+    parser.add_argument("dest")
+    parser.add_argument("--results", default="results")
+    parser.add_argument("--title")
+    args = parser.parse_args()
+    main(args.preset, args.dest, args.results, args.title)

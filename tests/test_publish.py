@@ -1,0 +1,35 @@
+"""Publishing a preset: its files and a provenance that tells two published sets apart."""
+
+import json
+import sys
+from pathlib import Path
+
+from sidecar_bench.conditions import Condition
+from sidecar_bench.synthetic import write_model_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import aggregate_runs  # noqa: E402
+import publish  # noqa: E402
+
+
+def test_published_set_carries_its_provenance(tmp_path):
+    runs_dir = tmp_path / "results" / "demo" / "runs"
+    paths = [write_model_run(runs_dir, condition, duration_s=5, repeat=repeat)
+             for condition in (Condition("go", 0.25, 2048, 3, 5), Condition("next", 2, 2048, 0, 0))
+             for repeat in (1, 2)]
+    base = tmp_path / "results" / "demo"
+    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
+                        base / "runs_summary.csv")
+    info = publish.main("demo", str(tmp_path / "published"), str(tmp_path / "results"))
+    assert info["conditions"] == 2 and info["runs"] == 4
+    assert info["repeats"] == [2]
+    assert info["settings"][0]["duration_s"] == 5
+    assert len(info["commit"]) == 40
+    # The 2 vCPU condition on the synthetic 2-CPU host is host-bound, and says so.
+    assert info["flagged_by_flag"]["host_bound"] >= 1
+    out = tmp_path / "published"
+    assert json.loads((out / "provenance.json").read_text()) == info
+    text = (out / "PROVENANCE.md").read_text()
+    assert "2 conditions, 4 runs (repeats 2)" in text
+    assert "host_bound" in text
+    assert (out / "summary.csv").exists() and (out / "runs_summary.csv").exists()
