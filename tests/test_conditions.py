@@ -87,10 +87,17 @@ def test_article_preset_covers_the_article_conditions():
         assert condition.id in ids, (row.table, condition.id)
 
 
-def test_quick_preset_overrides_only_the_duration():
+def test_quick_preset_overrides_duration_and_warmup():
     experiment = load_experiment(CONFIG | {"preset": "quick"})
     assert len(experiment.conditions) == 4
+    assert experiment.repeats == 2
     assert experiment.load == LoadSettings(duration_s=5, concurrency=10, warmup_s=0, ready_timeout_s=120)
+
+
+def test_article_method_preset_is_the_articles_method():
+    experiment = load_experiment(CONFIG | {"preset": "article-method"})
+    assert (experiment.repeats, experiment.load.duration_s, experiment.load.warmup_s) == (1, 30, 0)
+    assert experiment.conditions == load_experiment(CONFIG).conditions
 
 
 def bad(path, value):

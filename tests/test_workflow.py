@@ -16,7 +16,7 @@ def project(tmp_path):
 def test_article_matrix_plans_one_job_per_condition(project):
     plan = dry_run(project)
     assert plan.returncode == 0, plan.output
-    assert plan.jobs["run_condition"] == 187
+    assert plan.jobs["run_condition"] == 187 * 3  # the preset repeats every condition 3 times
     assert plan.jobs["build_image"] == 5  # go, go-sidecar, next, next-sidecar, loadgen
     assert plan.variants == {"go", "go-sidecar", "next", "next-sidecar", "loadgen"}
     for rule in ("aggregate_runs", "make_tables", "plot_charts", "all"):
@@ -67,7 +67,7 @@ def test_unknown_preset_names_the_value(project):
 def test_cluster_profile_plans_the_same_jobs(project):
     plan = dry_run(project, "--workflow-profile", str(project / "workflow" / "profiles" / "cluster"), "--config", "preset=quick")
     assert plan.returncode == 0, plan.output
-    assert plan.jobs["run_condition"] == 4
+    assert plan.jobs["run_condition"] == 8  # 4 conditions x 2 repetitions
 
 
 def test_snakemake_lint_finds_only_the_missing_conda_envs():
