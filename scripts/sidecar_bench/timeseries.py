@@ -2,8 +2,11 @@
 
 Seconds are counted by COMPLETION time (offset_s + response_time_s): second s
 holds the successful responses that ended in [s, s + 1). RPS of a second is
-what a meter on the client would read then; the last second is divided by its
-real length (what is left of the load window). Latencies are nearest-rank
+what a meter on the client would read then. Only whole seconds are shown: what
+ends after the last whole second of the load window is the drain (the requests
+in flight when hey stopped starting new ones, finishing within a few
+milliseconds), and a rate over that sliver would read as a spike of thousands
+per second; the whole-window values include it. Latencies are nearest-rank
 percentiles of the responses that ended in that second.
 """
 
@@ -25,20 +28,21 @@ def per_second(path: str | Path) -> pd.DataFrame:
     samples = read_samples(path)
     period_ms = float((samples.meta.get("cgroup") or {}).get("period_us") or 100_000) / 1000.0
     load_s = samples.load_s
-    seconds = max(int(math.ceil(load_s - 1e-9)), 1)
+    seconds = max(int(math.floor(load_s + 1e-9)), 1)
     ends = samples.ok_offset_s + samples.ok_response_time_s
-    which = np.clip(np.floor(ends).astype("int64"), 0, seconds - 1)
-    order = np.lexsort((samples.ok_response_time_s, which))  # by second, then latency: one sort for all seconds
-    ms = samples.ok_response_time_s[order] * 1000.0
+    which = np.floor(ends).astype("int64")
+    keep = (which >= 0) & (which < seconds)
+    which, times = which[keep], samples.ok_response_time_s[keep]
+    order = np.lexsort((times, which))  # by second, then latency: one sort for all seconds
+    ms = times[order] * 1000.0
     bounds = np.searchsorted(which[order], np.arange(seconds + 1))
     rows = []
     for s in range(seconds):
         chunk = ms[bounds[s]:bounds[s + 1]]
-        length = min(s + 1.0, load_s) - s
         rows.append({
             "second": s,
             "responses": len(chunk),
-            "rps": len(chunk) / length if length > 0 else math.nan,
+            "rps": float(len(chunk)),
             "p50_ms": nearest_rank(chunk, 50.0),
             "p99_ms": nearest_rank(chunk, 99.0),
             "slow_1p_share": float((chunk > period_ms).mean()) if len(chunk) else math.nan,
