@@ -70,10 +70,12 @@ def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping
     return image.ensure_variant(client, ref["variant"], base)
 
 
-# Typical time a run takes beyond its measured window (start, readiness, snapshots, removal);
-# scripts/bench_harness.py measures it: 0.8 s median on a 2-core local engine for short Go runs,
-# more for long windows (hey writes ~15 us of CSV a row after the load).
-DEFAULT_OVERHEAD_S = 1.0
+# Typical time a run takes beyond its measured window and warm-up: the job's own start (a new
+# Python, imports), the containers' start and the app's readiness, snapshots, removal, and
+# Snakemake's scheduling between jobs. Measured on this 2-core host: the figure preset's 165 runs
+# of 5 + 10 s took 54 min, 19.6 s a run (Go jobs 1.4 s beyond warm-up + window, Next.js 3.8 s,
+# most of it readiness, and about 2 s between jobs).
+DEFAULT_OVERHEAD_S = 4.5
 
 
 def progress_line(event: str, condition_id: str, host: str, load: LoadSettings,
