@@ -73,11 +73,11 @@ def test_condition_flags_combine_runs_pool_counts_and_judge_intervals():
     # Each run has 2000 responses (few for P99.9), the three together 6000: not few.
     runs = [["few_samples_p99_9"], ["few_samples_p99_9", "failed_requests"], []]
     assert condition_flags(runs, pooled) == ["failed_requests"]
-    assert condition_flags([], {**pooled, "rps_hi": 1061}) == ["noisy"]  # 101 > 10 % of 1000
-    assert condition_flags([], {**pooled, "p99_ms_hi": 116}) == ["noisy"]  # 26 > 25 % of 100
+    assert condition_flags([], {**pooled, "rps_hi": 1161}) == ["noisy"]  # 201 > 20 % of 1000
+    assert condition_flags([], {**pooled, "p99_ms_hi": 141}) == ["noisy"]  # 51 > 50 % of 100
     assert join(["noisy", "cap_reached"]) == "cap_reached,noisy" and join([]) == ""
 
 
 def test_thresholds_are_named_constants():
     assert (flags.SIDECAR_UNDER_RATIO, flags.FEW_SAMPLES_P99, flags.FEW_SAMPLES_P99_9) == (0.8, 500, 5000)
-    assert (flags.NOISY_RPS_WIDTH, flags.NOISY_P99_WIDTH, flags.LOW_COVERAGE) == (0.1, 0.25, 0.9)
+    assert (flags.NOISY_RPS_WIDTH, flags.NOISY_P99_WIDTH, flags.LOW_COVERAGE) == (0.2, 0.5, 0.9)

@@ -15,7 +15,7 @@ successful responses pooled over its runs).
 | failed_requests | E | errors > 0 (non-2xx responses or failed requests) |
 | cap_reached | C | hey stopped recording at its 1,000,000-result cap |
 | oom_or_restart | M | the task was OOM-killed or restarted |
-| noisy | ± | RPS interval wider than 10 % of RPS, or P99 interval wider than 25 % of P99 |
+| noisy | ± | RPS interval wider than 20 % of RPS, or P99 interval wider than 50 % of P99 |
 | low_coverage | L | time coverage (summed response time / (concurrency x span)) < 0.9 |
 """
 
@@ -33,8 +33,13 @@ NOT_STEADY_RELATIVE = 0.10  # first vs last third RPS differ by more than 10 % o
 NOT_STEADY_SE = 3.0  # ... and by more than 3 standard errors of the difference
 FEW_SAMPLES_P99 = 500  # P99 of < 500 responses rests on < 5 samples above it
 FEW_SAMPLES_P99_9 = 5000  # P99.9 of < 5000 responses rests on < 5 samples above it
-NOISY_RPS_WIDTH = 0.10  # 95 % RPS interval wider than 10 % of RPS
-NOISY_P99_WIDTH = 0.25  # 95 % P99 interval wider than 25 % of P99
+# Wide intervals. Every cell shows its interval; the mark singles out the ones that are wide for the
+# default design (3 x 10 s): its median widths on the repeatability study's six conditions were 13 %
+# (RPS) and 16 % (P99). At 10 % / 25 % the mark landed on 54 of the figure preset's 55 cells and
+# told the reader nothing; at 20 % / 50 % it marks RPS that could move by a fifth and P99 that could
+# move by about one CFS period (P99 between one and two periods), 34 of 55 there, mostly Next.js.
+NOISY_RPS_WIDTH = 0.20  # 95 % RPS interval wider than 20 % of RPS
+NOISY_P99_WIDTH = 0.50  # 95 % P99 interval wider than 50 % of P99
 LOW_COVERAGE = 0.90  # hey's connections were busy less than 90 % of the window
 
 
