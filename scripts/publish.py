@@ -1,6 +1,6 @@
 """Publish one preset's results with their provenance.
 
-    .venv/bin/python scripts/publish.py PRESET DEST [--results results] [--title TEXT]
+    .venv/bin/python scripts/publish.py PRESET DEST [--results results] [--title TEXT] [--measured-commit C]
 
 Copies results/<preset>/ summary.csv, runs_summary.csv, tables (Markdown and
 CSV), charts (PNG and SVG) and report.html (if made) into DEST, and writes
@@ -47,8 +47,12 @@ def _distinct(frame: pd.DataFrame, column: str) -> list[Any]:
     return sorted(values)
 
 
-def provenance(results: Path, preset: str) -> dict[str, Any]:
-    """What made the preset's results, from its summaries and its run files' metadata."""
+def provenance(results: Path, preset: str, measured_commit: str | None = None) -> dict[str, Any]:
+    """What made the preset's results, from its summaries and its run files' metadata.
+
+    measured_commit: the commit the runs were measured with, for run files that do not record it
+    (environment.project_commit, recorded since run files carry it).
+    """
     base = results / preset
     runs = pd.read_parquet(base / "runs_summary.parquet")
     summary = pd.read_parquet(base / "summary.parquet")
@@ -59,8 +63,13 @@ def provenance(results: Path, preset: str) -> dict[str, Any]:
                         sort_keys=True) for meta in metas}
     flagged = {code: int(summary[f"flag_{code}"].sum()) for code in flagmod.CODES if f"flag_{code}" in summary}
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    recorded = sorted({str(meta["environment"]["project_commit"]) for meta in metas
+                       if (meta.get("environment") or {}).get("project_commit")})
+    unrecorded = sum(1 for meta in metas if not (meta.get("environment") or {}).get("project_commit"))
+    measured = recorded + ([f"{measured_commit} (given)" if measured_commit else "not recorded"] if unrecorded else [])
     return {
         "preset": preset,
+        "measured_with_commit": measured,
         "commit": _git("rev-parse", "HEAD"),
         "commit_subject": _git("log", "-1", "--format=%s"),
         "uncommitted_changes": dirty,
@@ -97,7 +106,8 @@ def provenance_markdown(info: dict[str, Any], title: str) -> str:
         f"- preset `{info['preset']}`: {info['conditions']} conditions, {info['runs']} runs "
         f"(repeats {', '.join(map(str, info['repeats']))}); {settings}",
         f"- measured {info['measured_from']} to {info['measured_to']}",
-        f"- commit {info['commit'][:12]} ({info['commit_subject']})"
+        f"- measured with commit {', '.join(info['measured_with_commit'])}",
+        f"- analysed and published at commit {info['commit'][:12]} ({info['commit_subject']})"
         + (", with uncommitted changes" if info["uncommitted_changes"] else ""),
         f"- host: {', '.join(host['cpu_model'])}, {', '.join(host['cpu_count'])} CPUs, kernel "
         f"{', '.join(host['kernel'])}, cgroup v{', '.join(host['cgroup_version'])}, Docker "
@@ -110,7 +120,8 @@ def provenance_markdown(info: dict[str, Any], title: str) -> str:
     ])
 
 
-def main(preset: str, dest: str, results: str = "results", title: str | None = None) -> dict[str, Any]:
+def main(preset: str, dest: str, results: str = "results", title: str | None = None,
+         measured_commit: str | None = None) -> dict[str, Any]:
     source, out = Path(results) / preset, Path(dest)
     if not (source / "summary.parquet").exists():
         raise SystemExit(f"{source}/summary.parquet is missing: run snakemake --cores 1 --config preset={preset}")
@@ -123,7 +134,7 @@ def main(preset: str, dest: str, results: str = "results", title: str | None = N
         for pattern in patterns:
             for path in (source / sub).glob(pattern):
                 shutil.copy2(path, out / sub / path.name)
-    info = provenance(Path(results), preset)
+    info = provenance(Path(results), preset, measured_commit)
     (out / "provenance.json").write_text(json.dumps(info, indent=2) + "\n")
     (out / "PROVENANCE.md").write_text(provenance_markdown(info, title or f"How `{preset}` was measured"))
     print(f"published {source} -> {out}: {info['conditions']} conditions, {info['runs']} runs, "
@@ -137,5 +148,7 @@ if __name__ == "__main__":
     parser.add_argument("dest")
     parser.add_argument("--results", default="results")
     parser.add_argument("--title")
+    parser.add_argument("--measured-commit", help="the commit the runs were measured with, for run files "
+                        "that do not record it")
     args = parser.parse_args()
-    main(args.preset, args.dest, args.results, args.title)
+    main(args.preset, args.dest, args.results, args.title, args.measured_commit)

@@ -33,3 +33,23 @@ def test_published_set_carries_its_provenance(tmp_path):
     assert "2 conditions, 4 runs (repeats 2)" in text
     assert "host_bound" in text
     assert (out / "summary.csv").exists() and (out / "runs_summary.csv").exists()
+
+
+def test_the_measured_commit_comes_from_the_run_files_or_is_said_to_be_missing(tmp_path):
+    from sidecar_bench.environment import project_commit
+
+    runs_dir = tmp_path / "results" / "demo" / "runs"
+    paths = [write_model_run(runs_dir, Condition("go", 0.5, 2048, 1, 25), duration_s=5)]
+    base = tmp_path / "results" / "demo"
+    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
+                        base / "runs_summary.csv")
+    # These run files do not record a commit: the provenance says so, or takes the one given.
+    info = publish.main("demo", str(tmp_path / "p1"), str(tmp_path / "results"))
+    assert info["measured_with_commit"] == ["not recorded"]
+    info = publish.main("demo", str(tmp_path / "p2"), str(tmp_path / "results"), measured_commit="3c084d7")
+    assert info["measured_with_commit"] == ["3c084d7 (given)"]
+    assert "measured with commit 3c084d7 (given)" in (tmp_path / "p2" / "PROVENANCE.md").read_text()
+    # A run records the checkout's commit (40 hex digits, "-dirty" with uncommitted changes).
+    commit = project_commit()
+    assert len(commit.removesuffix("-dirty")) == 40
+    assert project_commit(tmp_path) == "unknown"

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import platform
 import socket
+import subprocess
+from pathlib import Path
 from typing import Any, Mapping
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # Run inside the load generator, which shares the task's host: its /proc/cpuinfo
 # is the engine host's, also on a remote engine.
@@ -19,6 +23,19 @@ def parse_probe(text: str) -> tuple[str, str]:
     lines = [line.strip() for line in text.splitlines()]
     lines += ["unknown"] * (2 - len(lines))
     return lines[0] or "unknown", lines[1] or "unknown"
+
+
+def project_commit(root: Path = PROJECT_ROOT) -> str:
+    """The checkout's commit, with "-dirty" when tracked files differ from it; "unknown" outside git."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip()
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
 
 
 def describe(
@@ -58,6 +75,7 @@ def describe(
         "hey_version": hey_version,
         "runner_hostname": socket.gethostname(),
         "runner_python": platform.python_version(),
+        "project_commit": project_commit(),  # optional in the format: older run files lack it
     }
     environment.update(extra or {})
     return environment
