@@ -1,0 +1,218 @@
+"""The CPU-budget model: cost per request, prediction, reasons, the article's implied costs; tables and charts.
+
+Hand-made runs (synthetic run files with chosen CPU seconds and responses) go through the real
+statistics, and every number is checked against the hand computation written next to it.
+"""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from sidecar_bench import model as m
+from sidecar_bench import tables
+from sidecar_bench.calibration import calibration_cells, calibration_table, memory_of, run_path
+from sidecar_bench.charts import delivered_data, write_model_charts
+from sidecar_bench.conditions import Condition
+from sidecar_bench.reference import load_reference
+from sidecar_bench.stats import summarise_conditions, summarise_runs
+from sidecar_bench.synthetic import write_run
+
+from workflow_helpers import ROOT
+
+REFERENCE = ROOT / "workflow" / "reference" / "article-results.csv"
+
+
+def hand_made_run(path, condition, *, responses, load_s, app_cpu_s, sidecar_cpu_s=None, usage_s=None, repeat=1):
+    """A run of `responses` 2xx answers over load_s seconds; the CPU window is load_s too."""
+    meta = {"cgroup": {"usage_s": usage_s}} if usage_s is not None else {}
+    path = write_run(path, condition, np.full(responses, 0.005), wall_s=load_s, load_s=load_s, app_cpu_s=app_cpu_s,
+                     repeat=repeat, meta_overrides=meta)
+    if sidecar_cpu_s is not None:
+        # Rewrite the sidecars' CPU seconds in the metadata (write_run fills them from the nominal load).
+        table = pq.read_table(path)
+        found = json.loads(table.schema.metadata[b"sidecar_bench"])
+        for proc in found["processes"]:
+            if proc["role"] != "app":
+                proc["cpu_s"] = sidecar_cpu_s
+        pq.write_table(table.replace_schema_metadata({b"sidecar_bench": json.dumps(found).encode()}), path)
+    return path
+
+
+def test_cost_of_a_hand_made_run_is_its_cpu_seconds_over_its_responses(tmp_path):
+    go = Condition("go", 0.5, 2048, 0, 0)
+    # 2.4 s of app CPU over 10 s, 8000 responses in 10 s: 2.4 / 8000 = 0.3 ms a request.
+    path = hand_made_run(tmp_path / "a" / "rep1.parquet", go, responses=8000, load_s=10.0, app_cpu_s=2.4)
+    runs = summarise_runs([path])
+    runs, summary = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))
+    assert runs.loc[0, "app_cost_ms"] == pytest.approx(0.3)
+    assert runs.loc[0, "app_cpu_s"] == pytest.approx(2.4)
+    assert summary.loc[0, "app_cost_ms"] == pytest.approx(0.3)
+    # One repetition: the repetition bootstrap has nothing to vary.
+    assert summary.loc[0, "app_cost_ms_lo"] == pytest.approx(0.3)
+    assert summary.loc[0, "app_cost_ms_hi"] == pytest.approx(0.3)
+
+
+def test_pooled_cost_and_its_interval_over_repetitions(tmp_path):
+    go = Condition("go", 0.5, 2048, 0, 0)
+    paths = [hand_made_run(tmp_path / "c" / "rep1.parquet", go, responses=8000, load_s=10.0, app_cpu_s=2.4),
+             hand_made_run(tmp_path / "c" / "rep2.parquet", go, responses=4000, load_s=10.0, app_cpu_s=2.0, repeat=2)]
+    runs = summarise_runs(paths)
+    runs, summary = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))
+    assert sorted(runs["app_cost_ms"]) == pytest.approx([0.3, 0.5])
+    # Pooled: (2.4 + 2.0) / 20 s of CPU per s, over (8000 + 4000) / 20 s responses per s = 4.4 / 12000 s.
+    assert summary.loc[0, "app_cost_ms"] == pytest.approx(4.4 / 12000 * 1000)
+    lo, hi = summary.loc[0, "app_cost_ms_lo"], summary.loc[0, "app_cost_ms_hi"]
+    assert 0.3 - 1e-9 <= lo < summary.loc[0, "app_cost_ms"] < hi <= 0.5 + 1e-9
+    # Reproducible: the same runs give the same interval.
+    again = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))[1]
+    assert (again.loc[0, "app_cost_ms_lo"], again.loc[0, "app_cost_ms_hi"]) == (lo, hi)
+
+
+def test_prediction_of_a_hand_made_run_is_the_cpu_left_over_the_calibrated_cost(tmp_path):
+    with_sidecars = Condition("go", 0.5, 2048, 2, 10)
+    # Quota 50 % of a core; the sidecars used 2 x 0.6 s / 10 s = 12 %; the task 4.95 s, the app 3.7 s:
+    # other = 49.5 - 37 - 12 = 0.5 %. CPU left for the app = 50 - 12 - 0.5 = 37.5 % of a core.
+    path = hand_made_run(tmp_path / "s" / "rep1.parquet", with_sidecars, responses=11000, load_s=10.0,
+                         app_cpu_s=3.7, sidecar_cpu_s=0.6, usage_s=4.95)
+    runs = summarise_runs([path])
+    runs, summary = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))
+    assert summary.loc[0, "other_cpu_pct"] == pytest.approx(0.5)
+    calibration = pd.DataFrame({"app": ["go"], "vcpu": [0.5], "app_cost_ms": [0.3], "app_cost_ms_lo": [0.25],
+                                "app_cost_ms_hi": [0.4]})
+    row = m.predict(summary, calibration, "wall").iloc[0]
+    assert row["sidecars_cpu_pct"] == pytest.approx(12.0)
+    assert row["available_cpu_pct"] == pytest.approx(37.5)
+    # 0.375 core-s/s / 0.0003 s a request = 1250 RPS; at the interval ends 0.375 / 0.0004 and / 0.00025.
+    assert row["predicted_rps"] == pytest.approx(1250.0)
+    assert row["predicted_rps_lo"] == pytest.approx(937.5)
+    assert row["predicted_rps_hi"] == pytest.approx(1500.0)
+    # Measured 1100 RPS: 0.88 of the prediction, outside 10 %.
+    assert row["rps"] == pytest.approx(1100.0)
+    assert row["ratio"] == pytest.approx(0.88)
+    assert not row["within"]
+    # The ratio is the product of its two factors: app CPU 37 / 37.5, and cost 0.3 / (0.37 / 1100 x 1000).
+    assert row["cpu_use"] == pytest.approx(37.0 / 37.5)
+    assert row["cost_factor"] == pytest.approx(0.3 / (0.37 / 1100 * 1000))
+    assert row["ratio"] == pytest.approx(row["cpu_use"] * row["cost_factor"])
+    assert row["reason"].startswith("cost per request rose to 0.336 ms from 0.3 ms")
+
+
+def model_row(**values):
+    base = {"ratio": 0.7, "cpu_use": 1.0, "cost_factor": 0.7, "app_cost_ms": 0.43, "calibrated_cost_ms": 0.3,
+            "flags": "", "throttled_share": 0.99, "app_cpu_pct": 20.0, "available_cpu_pct": 20.0,
+            "task_cpu_pct": 25.0, "vcpu": 0.25, "host_busy_pct": 40.0}
+    base.update(values)
+    return base
+
+
+def test_reasons_name_the_factor_further_from_one_and_the_flags():
+    assert m.miss_reason(model_row(ratio=1.05)) == ""
+    assert m.miss_reason(model_row()).startswith("cost per request rose")
+    idle = m.miss_reason(model_row(cpu_use=0.6, cost_factor=0.95, ratio=0.57, app_cpu_pct=12.0, task_cpu_pct=15.0))
+    assert idle.startswith("the app used 12.0 % of a core of the 20.0 % left to it (the task left quota unused)")
+    host = m.miss_reason(model_row(flags="host_bound,not_steady", vcpu=2.0, host_busy_pct=97.0))
+    assert host.startswith("host-bound")
+    assert "throughput drifted" in host
+    assert m.miss_reason(model_row(ratio=math.nan, calibrated_cost_ms=math.nan)) == \
+        "no calibration of this app at this quota"
+
+
+def test_share_within_and_largest_misses():
+    frame = pd.DataFrame({"condition_id": ["a", "b", "c", "d"], "app": ["go", "go", "next", "next"],
+                          "ratio": [1.0, 1.2, 0.5, 0.95], "within": [True, False, False, True]})
+    share = m.share_within(frame).set_index("app")
+    assert share.loc["go", "share_within"] == 0.5 and share.loc["next", "within"] == 1
+    assert list(m.largest_misses(frame)["condition_id"]) == ["c", "b"]
+
+
+def test_the_articles_app_only_cells_against_its_stated_costs():
+    ref = load_reference(REFERENCE)
+    calibration = pd.DataFrame({"app": ["go"], "vcpu": [0.25], "app_cost_ms": [0.31], "app_cost_ms_lo": [0.30],
+                                "app_cost_ms_hi": [0.32]})
+    costs = m.article_costs(ref, calibration).set_index(["app", "vcpu"])
+    # Go at 0.25 vCPU served 377 RPS: at most 0.25 / 377 s = 0.663 ms a request, its stated 0.6 ms fits.
+    assert costs.loc[("go", 0.25), "article_implied_cost_ms"] == pytest.approx(0.25 / 377 * 1000)
+    assert costs.loc[("go", 0.25), "verdict"].startswith("consistent")
+    assert costs.loc[("go", 0.25), "ours_cost_ms"] == pytest.approx(0.31)
+    # Next.js at 1 vCPU: 4537 RPS is at most 0.22 ms a request, not its stated 2.0 ms.
+    assert costs.loc[("next", 1.0), "article_implied_cost_ms"] == pytest.approx(1 / 4537 * 1000)
+    assert costs.loc[("next", 1.0), "verdict"].startswith("cannot be CPU-limited")
+    assert math.isnan(costs.loc[("next", 1.0), "ours_cost_ms"])
+
+
+def test_article_delivered_estimate():
+    # 0.25 vCPU, 369 RPS alone, 235 with sidecars: the sidecars took 25 x (1 - 235/369) = 9.1 % of a core.
+    assert m.article_delivered_estimate(235, 369, 0.25) == pytest.approx(25 * (1 - 235 / 369))
+
+
+def test_calibration_cells_of_a_matrix():
+    conditions = [Condition("go", 0.25, 2048, 3, 5), Condition("go", 0.5, 2048, 0, 0),
+                  Condition("next", 0.25, 2048, 1, 5), Condition("next", 0.25, 512, 1, 5)]
+    cells = calibration_cells(conditions, 2.0)
+    assert memory_of(conditions) == 2048
+    assert [(c.condition.id, c.no_limit, c.in_matrix) for c in cells] == [
+        ("go_cpu0.25_mem2048_sc0_load00", False, False),
+        ("go_cpu0.5_mem2048_sc0_load00", False, True),
+        ("go_cpu2_mem2048_sc0_load00", True, False),
+        ("next_cpu0.25_mem2048_sc0_load00", False, False),
+        ("next_cpu2_mem2048_sc0_load00", True, False),
+    ]
+    assert run_path("p", cells[1], 2) == "results/p/runs/go_cpu0.5_mem2048_sc0_load00/rep2.parquet"
+    assert run_path("p", cells[2], 1) == "results/p/calibration/runs/go_cpu2_mem2048_sc0_load00/rep1.parquet"
+    # A matrix that has the host's vCPU level already: one cell, both a level and the no-limit one.
+    both = calibration_cells([Condition("go", 2, 2048, 0, 0)], 2.0)
+    assert [(c.condition.id, c.no_limit, c.in_matrix) for c in both] == [("go_cpu2_mem2048_sc0_load00", True, True)]
+
+
+def small_model(tmp_path):
+    """Summaries of a few hand-made runs: Go alone at 0.25 and 2 vCPU, Go 0.25 + 3 sidecars at two loads."""
+    conditions = {"alone": Condition("go", 0.25, 2048, 0, 0), "free": Condition("go", 2, 2048, 0, 0),
+                  "s0": Condition("go", 0.25, 2048, 3, 0), "s5": Condition("go", 0.25, 2048, 3, 5)}
+    cpu = {"alone": (0.24 * 10, 8000), "free": (1.2 * 10, 40000), "s0": (0.24 * 10, 7900), "s5": (0.16 * 10, 5000)}
+    paths = []
+    for key, cond in conditions.items():
+        for rep in (1, 2):
+            app_s, n = cpu[key]
+            paths.append(hand_made_run(tmp_path / cond.id / f"rep{rep}.parquet", cond, responses=n + 100 * rep,
+                                       load_s=10.0, app_cpu_s=app_s, repeat=rep))
+    runs = summarise_runs(paths)
+    runs, summary = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))
+    cal_rows = summary[summary["sidecar_count"] == 0]
+    calibration = calibration_table(cal_rows, no_limit=2.0)
+    matrix = summary[summary["sidecar_count"] > 0]
+    return runs, matrix, calibration, m.predict(matrix, calibration, "wall")
+
+
+def test_model_tables_and_charts_are_written(tmp_path):
+    runs, matrix, calibration, model = small_model(tmp_path)
+    assert list(calibration["level"]) == ["0.25 vCPU", "no limit (2 vCPU = the host's CPUs)"]
+    ref = load_reference(REFERENCE)
+    built = [tables.calibration_table(calibration), tables.model_table(model),
+             tables.model_share_table(m.share_within(model)), tables.model_misses_table(m.largest_misses(model)),
+             tables.article_costs_table(m.article_costs(ref, calibration))]
+    written = tables.write_model_tables(built, tmp_path / "tables")
+    names = {p.name for p in written}
+    for name in ("calibration", "model", "model_share", "model_misses", "article_costs"):
+        assert {f"{name}.md", f"{name}.csv"} <= names
+    text = (tmp_path / "tables" / "model.md").read_text()
+    assert "go_cpu0.25_mem2048_sc3_load05" in text and "load.sidecar_burn: wall" in text
+    charts = write_model_charts(model, matrix, runs, ref, tmp_path / "charts", "wall", formats=("svg",))
+    assert {p.name for p in charts} == {"model_predicted_vs_measured.svg", "sweeps_vs_delivered_load.svg"}
+    data = delivered_data(matrix, runs, ref, model)
+    ours = data[(data["source"] == "ours")].set_index("nominal")
+    # Ours sit at the sidecars' measured CPU (the synthetic runs burn 98 % of their nominal 3 x 5 %).
+    assert ours.loc[15.0, "delivered"] == pytest.approx(14.7)
+    # The article's Go sweep is placed at its estimated delivered load, from its own RPS.
+    article = data[(data["source"] == "article") & data["setup"].str.startswith("Go")].set_index("nominal")
+    assert article.loc[15.0, "delivered"] == pytest.approx(25 * (1 - article.loc[15.0, "rps"] / article.loc[0.0, "rps"]))
+
+
+def test_cpu_burn_preset_is_named_in_the_model_outputs(tmp_path):
+    runs, matrix, calibration, _ = small_model(tmp_path)
+    model = m.predict(matrix, calibration, "cpu")
+    assert "load.sidecar_burn: cpu" in tables.render(tables.model_table(model))
+    assert set(model["sidecar_burn"]) == {"cpu"}

@@ -1,0 +1,111 @@
+# The CPU-budget model: calibrate each app's CPU cost per request alone, then explain every condition.
+# Calibration: each app of the preset with no sidecar at each of its vCPU levels and with no CPU limit
+# (a quota of all the host's CPUs; scripts/sidecar_bench/calibration.py). Conditions the matrix already has
+# are read from its run files; the others are measured like a run (same script, same rerun triggers) into
+# results/<preset>/calibration/runs/. They use the app-only images: a changed app reruns them, a changed
+# sidecar does not.
+from sidecar_bench.calibration import calibration_cells, no_limit_vcpu, run_path
+
+CALIBRATION_NO_LIMIT_VCPU = no_limit_vcpu(config.get("calibration"))
+CALIBRATION_CELLS = calibration_cells(EXPERIMENT.conditions, CALIBRATION_NO_LIMIT_VCPU)
+CALIBRATION_CONDITIONS = {cell.condition.id: cell.condition for cell in CALIBRATION_CELLS}
+CALIBRATION_RUN_FILES = [
+    run_path(PRESET, cell, repeat)
+    for repeat in range(1, REPEATS + 1)
+    for cell in CALIBRATION_CELLS
+]
+
+
+def get_calibration_condition(wildcards):
+    if wildcards.condition not in CALIBRATION_CONDITIONS:
+        raise WorkflowError(
+            f"condition {wildcards.condition!r} is not a calibration condition of preset {PRESET!r}"
+        )
+    return CALIBRATION_CONDITIONS[wildcards.condition].as_dict()
+
+
+def get_calibration_image_ref(wildcards):
+    return f"results/images/{CALIBRATION_CONDITIONS[wildcards.condition].variant}.json"
+
+
+rule run_calibration:
+    input:
+        task_image=get_calibration_image_ref,
+        loadgen_image="results/images/loadgen.json",
+    output:
+        run="results/{preset}/calibration/runs/{condition}/rep{repeat}.parquet",
+    log:
+        "results/{preset}/logs/run_calibration/{condition}/rep{repeat}.log",
+    priority: get_repeat_priority
+    params:
+        condition=get_calibration_condition,
+        load=EXPERIMENT.load.measured(),
+    script:
+        "../../scripts/run_condition.py"
+
+
+rule calibrate:
+    input:
+        runs=CALIBRATION_RUN_FILES,
+    output:
+        summary="results/{preset}/calibration/summary.parquet",
+        summary_csv="results/{preset}/calibration/summary.csv",
+        md="results/{preset}/calibration/calibration.md",
+        csv=report(
+            "results/{preset}/calibration/calibration.csv",
+            caption="../report/calibration.rst",
+            category="Model",
+        ),
+    log:
+        "results/{preset}/logs/calibrate.log",
+    params:
+        no_limit_vcpu=CALIBRATION_NO_LIMIT_VCPU,
+        in_matrix=sorted(cell.condition.id for cell in CALIBRATION_CELLS if cell.in_matrix),
+    script:
+        "../../scripts/calibrate.py"
+
+
+rule model_report:
+    input:
+        summary=rules.aggregate_runs.output.parquet,
+        runs_summary=rules.aggregate_runs.output.runs_parquet,
+        calibration=rules.calibrate.output.csv,
+        reference="workflow/reference/article-results.csv",
+    output:
+        tables=report(
+            directory("results/{preset}/model/tables"),
+            patterns=["{name}.csv"],
+            caption="../report/model_tables.rst",
+            category="Model",
+        ),
+        charts=report(
+            directory("results/{preset}/model/charts"),
+            patterns=["{name}.png"],
+            caption="../report/model_charts.rst",
+            category="Model",
+        ),
+    log:
+        "results/{preset}/logs/model_report.log",
+    params:
+        sidecar_burn=EXPERIMENT.load.sidecar_burn,
+    script:
+        "../../scripts/model_report.py"
+
+
+# `snakemake calibration` / `snakemake model`: the targets of this file for the chosen preset.
+rule calibration:
+    input:
+        f"results/{PRESET}/calibration/calibration.csv",
+
+
+rule model:
+    input:
+        f"results/{PRESET}/model/tables",
+        f"results/{PRESET}/model/charts",
+
+
+localrules:
+    calibrate,
+    model_report,
+    calibration,
+    model,
