@@ -112,6 +112,8 @@ def model_row(**values):
 def test_reasons_name_the_factor_further_from_one_and_the_flags():
     assert m.miss_reason(model_row(ratio=1.05)) == ""
     assert m.miss_reason(model_row()).startswith("cost per request rose")
+    spread = m.miss_reason(model_row(calibrated_cost_ms_lo=0.25, calibrated_cost_ms_hi=0.5))
+    assert "inside the calibrated cost's own 95 % interval (0.25-0.5 ms)" in spread
     idle = m.miss_reason(model_row(cpu_use=0.6, cost_factor=0.95, ratio=0.57, app_cpu_pct=12.0, task_cpu_pct=15.0))
     assert idle.startswith("the app used 12.0 % of a core of the 20.0 % left to it (the task left quota unused)")
     host = m.miss_reason(model_row(flags="host_bound,not_steady", vcpu=2.0, host_busy_pct=97.0))

@@ -170,6 +170,10 @@ def miss_reason(row: Mapping[str, Any], within: float = WITHIN) -> str:
         share = (f" as the app's CPU fell to {_f(row.get('app_cpu_pct')):.1f} % of a core beside the sidecars "
                  f"({throttled:.0%} of periods throttled)" if cost < 1 else "")
         cost_text = f"cost per request {direction} to {cell_cost:.3g} ms from {cal_cost:.3g} ms alone at this quota{share}"
+        cal_lo, cal_hi = _f(row.get("calibrated_cost_ms_lo")), _f(row.get("calibrated_cost_ms_hi"))
+        if cal_lo <= cell_cost <= cal_hi:
+            cost_text += (f", inside the calibrated cost's own 95 % interval ({cal_lo:.3g}-{cal_hi:.3g} ms): "
+                          "the calibration's spread")
     use_text = None
     if not math.isnan(use) and abs(math.log(use)) > math.log(1 + within / 2):
         if use < 1:
