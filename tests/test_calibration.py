@@ -68,7 +68,7 @@ def test_model_tables_and_charts_are_made_from_the_real_run(finished):
     for name in ("model", "model_share", "model_misses", "article_costs"):
         assert (model_dir / "tables" / f"{name}.md").exists()
         assert (model_dir / "tables" / f"{name}.csv").exists()
-    for name in ("model_predicted_vs_measured", "sweeps_vs_delivered_load"):
+    for name in ("model_predicted_vs_measured", "sweeps_vs_delivered_load", "retained_vs_sidecar_share"):
         for ext in ("png", "svg", "html"):
             assert (model_dir / "charts" / f"{name}.{ext}").stat().st_size > 0
     model = pd.read_csv(model_dir / "tables" / "model.csv").set_index("condition_id")

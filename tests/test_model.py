@@ -203,7 +203,8 @@ def test_model_tables_and_charts_are_written(tmp_path):
     text = (tmp_path / "tables" / "model.md").read_text()
     assert "go_cpu0.25_mem2048_sc3_load05" in text and "load.sidecar_burn: wall" in text
     charts = write_model_charts(model, matrix, runs, ref, tmp_path / "charts", "wall", formats=("svg",))
-    assert {p.name for p in charts} == {"model_predicted_vs_measured.svg", "sweeps_vs_delivered_load.svg"}
+    assert {p.name for p in charts} == {"model_predicted_vs_measured.svg", "sweeps_vs_delivered_load.svg",
+                                        "retained_vs_sidecar_share.svg"}
     data = delivered_data(matrix, runs, ref, model)
     ours = data[(data["source"] == "ours")].set_index("nominal")
     # Ours sit at the sidecars' measured CPU (the synthetic runs burn 98 % of their nominal 3 x 5 %).

@@ -739,7 +739,7 @@ def delivered_load_chart(summary: pd.DataFrame, per_run: pd.DataFrame, ref: pd.D
         title=alt.Title(title, subtitle=subtitle))
 
 
-MODEL_CHART_NAMES = ("model_predicted_vs_measured", "sweeps_vs_delivered_load")
+MODEL_CHART_NAMES = ("model_predicted_vs_measured", "sweeps_vs_delivered_load", "retained_vs_sidecar_share")
 
 
 def write_model_charts(model: pd.DataFrame, summary: pd.DataFrame, per_run: pd.DataFrame, ref: pd.DataFrame,
@@ -748,8 +748,66 @@ def write_model_charts(model: pd.DataFrame, summary: pd.DataFrame, per_run: pd.D
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     charts = {"model_predicted_vs_measured": predicted_measured_chart(model),
-              "sweeps_vs_delivered_load": delivered_load_chart(summary, per_run, ref, model, sidecar_burn)}
+              "sweeps_vs_delivered_load": delivered_load_chart(summary, per_run, ref, model, sidecar_burn),
+              "retained_vs_sidecar_share": budget_line_chart(summary, sidecar_burn)}
     written = []
     for name, chart in charts.items():
         written += save_chart(chart, out_dir, name, tuple(formats))
     return written
+
+
+def budget_line_data(summary: pd.DataFrame) -> pd.DataFrame:
+    """Every sweep of the matrix (app, vCPU, sidecar count at the baseline memory, with its 0 % load cell):
+    RPS retained against the share of the quota the sidecars really used."""
+    memory = baseline_memory(summary)
+    rows = summary[(summary["memory_mb"] == memory) & (summary["sidecar_count"] > 0)]
+    frames = []
+    for (app, vcpu, sc), group in rows.groupby(["app", "vcpu", "sidecar_count"]):
+        base = group[np.isclose(group["total_sidecar_load_pct"], 0.0)]["rps"]
+        if not len(base) or not float(base.iloc[0]) > 0:
+            continue
+        rps0 = float(base.iloc[0])
+        frames.append(pd.DataFrame({
+            "app": APP_NAMES.get(app, app), "setup": setup_name(app, vcpu, sc),
+            "condition_id": group["condition_id"].to_numpy(),
+            "nominal": group["total_sidecar_load_pct"].to_numpy(),
+            "sidecar_share": group["sidecars_cpu_pct"].fillna(0.0).to_numpy() / (100.0 * vcpu),
+            "retained": group["rps"].to_numpy() / rps0, "lo": _col(group, "rps_lo").to_numpy() / rps0,
+            "hi": _col(group, "rps_hi").to_numpy() / rps0, "source": "ours",
+            "flags": [model_flags(v) for v in _col(group, "flags")]}))
+    columns = ["app", "setup", "condition_id", "nominal", "sidecar_share", "retained", "lo", "hi", "source", "flags"]
+    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    return with_flags(data)
+
+
+def budget_line_chart(summary: pd.DataFrame, sidecar_burn: str | None = None) -> alt.TopLevelMixin:
+    """All sweeps on one axis: what share of the quota the sidecars used, against the share of RPS kept."""
+    data = budget_line_data(summary)
+    title = "RPS retained against the share of the quota the sidecars really used, every sweep"
+    if data.empty:
+        return placeholder(title, "No sweep with a 0 % load cell and sidecars in this matrix.")
+    top = max(float(data["sidecar_share"].max()), 0.05) * 1.1
+    guide = pd.DataFrame({"sidecar_share": [0.0, top], "retained": [1.0, 1.0 - top]})
+    x = alt.X("sidecar_share:Q", title="Sidecars' measured CPU / the quota", axis=alt.Axis(format="%"),
+              scale=alt.Scale(domain=[0, top], nice=False))
+    y = alt.Y("retained:Q", title="RPS retained (share of the 0 % RPS)", axis=alt.Axis(format="%"),
+              scale=alt.Scale(zero=True))
+    panels = []
+    for app, part in data.groupby("app"):
+        base = alt.Chart(part).encode(x=x, color=alt.Color("setup:N", title="Setup"), tooltip=[
+            "setup:N", "condition_id:N", alt.Tooltip("nominal:Q", title="nominal load %"),
+            alt.Tooltip("sidecar_share:Q", format=".1%"), alt.Tooltip("retained:Q", format=".0%"), "marks:N"])
+        line = alt.Chart(guide).mark_line(color="gray", strokeDash=[4, 4]).encode(x=x, y=y)
+        panels.append(alt.layer(
+            line,
+            base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_rule().encode(
+                y=alt.Y("lo:Q"), y2="hi:Q"),
+            base.mark_point(filled=True, size=40, opacity=0.9).encode(y=y),
+            flag_ring(base, y)).properties(title=app, width=360, height=300))
+    burn = f" Sidecars burn by {'CPU time' if sidecar_burn == 'cpu' else 'the wall clock'}." if sidecar_burn else ""
+    subtitle = ["Dashed: 1 - sidecar share, what a CPU-bound app at a fixed cost per request keeps. Bars: 95 % RPS "
+                "intervals over the 0 % RPS." + burn]
+    flagged = flagged_subtitle([data])
+    if flagged:
+        subtitle.append(flagged)
+    return alt.hconcat(*panels).resolve_scale(color="shared").properties(title=alt.Title(title, subtitle=subtitle))
