@@ -14,7 +14,7 @@ import pytest
 
 from sidecar_bench import model as m
 from sidecar_bench import tables
-from sidecar_bench.calibration import calibration_cells, calibration_table, memory_of, run_path
+from sidecar_bench.calibration import calibration_cells, calibration_table, cell_condition, memory_of, run_path
 from sidecar_bench.charts import delivered_data, write_model_charts
 from sidecar_bench.conditions import Condition
 from sidecar_bench.reference import load_reference
@@ -165,6 +165,9 @@ def test_calibration_cells_of_a_matrix():
     ]
     assert run_path("p", cells[1], 2) == "results/p/runs/go_cpu0.5_mem2048_sc0_load00/rep2.parquet"
     assert run_path("p", cells[2], 1) == "results/p/calibration/runs/go_cpu2_mem2048_sc0_load00/rep1.parquet"
+    assert cell_condition(cells, "go_cpu2_mem2048_sc0_load00") == Condition("go", 2, 2048, 0, 0)
+    with pytest.raises(ValueError, match="go_cpu1_mem2048_sc0_load00.*is not a calibration condition"):
+        cell_condition(cells, "go_cpu1_mem2048_sc0_load00")
     # A matrix that has the host's vCPU level already: one cell, both a level and the no-limit one.
     both = calibration_cells([Condition("go", 2, 2048, 0, 0)], 2.0)
     assert [(c.condition.id, c.no_limit, c.in_matrix) for c in both] == [("go_cpu2_mem2048_sc0_load00", True, True)]

@@ -83,6 +83,15 @@ def calibration_cells(conditions: Iterable[Condition], no_limit: float) -> list[
     return sorted(cells.values(), key=lambda cell: (cell.condition.app, cell.condition.vcpu))
 
 
+def cell_condition(cells: Iterable[CalibrationCell], condition_id: str) -> Condition:
+    """The calibration condition of that id; ValueError naming it when it is not one of the cells."""
+    for cell in cells:
+        if cell.condition.id == condition_id:
+            return cell.condition
+    raise ValueError(f"condition {condition_id!r} is not a calibration condition of this preset "
+                     f"({', '.join(c.condition.id for c in cells)})")
+
+
 def run_path(preset: str, cell: CalibrationCell, repeat: int) -> str:
     """Where a calibration cell's repetition lives: the matrix's run file, or the calibration's own."""
     cid = cell.condition.id

@@ -4,11 +4,10 @@
 # are read from its run files; the others are measured like a run (same script, same rerun triggers) into
 # results/<preset>/calibration/runs/. They use the app-only images: a changed app reruns them, a changed
 # sidecar does not.
-from sidecar_bench.calibration import calibration_cells, no_limit_vcpu, run_path
+from sidecar_bench.calibration import calibration_cells, cell_condition, no_limit_vcpu, run_path
 
 CALIBRATION_NO_LIMIT_VCPU = no_limit_vcpu(config.get("calibration"))
 CALIBRATION_CELLS = calibration_cells(EXPERIMENT.conditions, CALIBRATION_NO_LIMIT_VCPU)
-CALIBRATION_CONDITIONS = {cell.condition.id: cell.condition for cell in CALIBRATION_CELLS}
 CALIBRATION_RUN_FILES = [
     run_path(PRESET, cell, repeat)
     for repeat in range(1, REPEATS + 1)
@@ -16,21 +15,9 @@ CALIBRATION_RUN_FILES = [
 ]
 
 
-def get_calibration_condition(wildcards):
-    if wildcards.condition not in CALIBRATION_CONDITIONS:
-        raise WorkflowError(
-            f"condition {wildcards.condition!r} is not a calibration condition of preset {PRESET!r}"
-        )
-    return CALIBRATION_CONDITIONS[wildcards.condition].as_dict()
-
-
-def get_calibration_image_ref(wildcards):
-    return f"results/images/{CALIBRATION_CONDITIONS[wildcards.condition].variant}.json"
-
-
 rule run_calibration:
     input:
-        task_image=get_calibration_image_ref,
+        task_image=lambda wc: f"results/images/{cell_condition(CALIBRATION_CELLS, wc.condition).variant}.json",
         loadgen_image="results/images/loadgen.json",
     output:
         run="results/{preset}/calibration/runs/{condition}/rep{repeat}.parquet",
@@ -38,7 +25,7 @@ rule run_calibration:
         "results/{preset}/logs/run_calibration/{condition}/rep{repeat}.log",
     priority: get_repeat_priority
     params:
-        condition=get_calibration_condition,
+        condition=lambda wc: cell_condition(CALIBRATION_CELLS, wc.condition).as_dict(),
         load=EXPERIMENT.load.measured(),
     script:
         "../../scripts/run_condition.py"
