@@ -14,8 +14,8 @@ import pytest
 
 from sidecar_bench import model as m
 from sidecar_bench import tables
-from sidecar_bench.calibration import calibration_cells, calibration_table, cell_condition, memory_of, run_path
-from sidecar_bench.charts import delivered_data, write_model_charts
+from sidecar_bench.calibration import burn_peers, calibration_cells, calibration_table, cell_condition, memory_of, run_path
+from sidecar_bench.charts import burn_comparison_chart, delivered_data, save_chart, write_model_charts
 from sidecar_bench.conditions import Condition
 from sidecar_bench.reference import load_reference
 from sidecar_bench.stats import summarise_conditions, summarise_runs
@@ -222,3 +222,46 @@ def test_cpu_burn_preset_is_named_in_the_model_outputs(tmp_path):
     model = m.predict(matrix, calibration, "cpu")
     assert "load.sidecar_burn: cpu" in tables.render(tables.model_table(model))
     assert set(model["sidecar_burn"]) == {"cpu"}
+
+
+def test_burn_peers_are_the_measured_presets_whose_sidecars_burn_the_other_way():
+    config = {"load": {"sidecar_burn": "wall"},
+              "presets": {"figure": {"sets": ["a"]}, "article-cpu": {"sets": ["a"], "load": {"sidecar_burn": "cpu"}},
+                          "other-cpu": {"sets": ["a"], "load": {"sidecar_burn": "cpu"}}}}
+    measured = {"results/article-cpu/summary.parquet", "results/figure/summary.parquet"}
+    assert burn_peers(config, "figure", measured.__contains__) == {"article-cpu": "cpu"}
+    assert burn_peers(config, "article-cpu", measured.__contains__) == {"figure": "wall"}
+    assert burn_peers(config, "figure", lambda path: False) == {}
+
+
+def test_wall_and_cpu_sidecars_side_by_side(tmp_path):
+    _, wall, _, _ = small_model(tmp_path)
+    cpu = wall.copy()
+    cpu["sidecars_cpu_pct"] = cpu["total_sidecar_load_pct"]
+    cpu["rps"] = cpu["rps"] * [1.0 if load == 0 else 0.5 for load in cpu["total_sidecar_load_pct"]]
+    long = m.burn_comparison({("wall", "figure"): wall, ("cpu", "article-cpu"): cpu})
+    assert set(long["burn"]) == {"wall", "cpu"}
+    loaded = long[long["total_sidecar_load_pct"] == 15].set_index("burn")
+    assert loaded.loc["cpu", "retained"] == pytest.approx(0.5 * loaded.loc["wall", "retained"])
+    table = tables.burn_comparison_table(long)
+    assert {"sidecars' CPU % (wall)", "sidecars' CPU % (cpu)", "RPS retained (cpu)"} <= set(table.display.columns)
+    ref = load_reference(REFERENCE)
+    points = tables.burn_breaking_points_table({"wall": wall, "cpu": cpu}, ref)
+    assert set(points.data["burn"]) == {"wall", "cpu"}
+    save_chart(burn_comparison_chart(long), tmp_path, "burn_comparison", ("svg",))
+    assert (tmp_path / "burn_comparison.svg").stat().st_size > 0
+
+
+def test_the_workflow_compares_with_a_measured_cpu_burn_preset(tmp_path):
+    from workflow_helpers import copy_project, dry_run
+
+    project = copy_project(tmp_path / "project")
+    peer = project / "results" / "article-cpu" / "summary.parquet"
+    peer.parent.mkdir(parents=True)
+    peer.write_bytes(b"")
+    plan = dry_run(project, "model", "--config", "preset=quick")
+    assert plan.returncode == 0, plan.output
+    assert plan.jobs["burn_comparison"] == 1
+    assert "results/article-cpu/summary.parquet" in plan.output
+    peer.unlink()
+    assert dry_run(project, "model", "--config", "preset=quick").jobs["burn_comparison"] == 0

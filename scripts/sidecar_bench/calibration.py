@@ -118,3 +118,19 @@ def calibration_table(summary: pd.DataFrame, no_limit: float | None = None,
         rows.append(row)
     frame = pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
     return frame.sort_values(["app", "vcpu"], kind="stable").reset_index(drop=True)
+
+
+def burn_peers(config: Mapping[str, Any], preset: str, exists=None) -> dict[str, str]:
+    """{preset: sidecar_burn} of the other presets whose sidecars burn differently and whose summary exists."""
+    from pathlib import Path
+
+    exists = exists or (lambda path: Path(path).exists())
+    base = (config.get("load") or {}).get("sidecar_burn", "wall")
+    presets = config.get("presets") or {}
+    own = (presets.get(preset, {}).get("load") or {}).get("sidecar_burn", base)
+    peers = {}
+    for name, settings in presets.items():
+        burn = (settings.get("load") or {}).get("sidecar_burn", base)
+        if name != preset and burn != own and exists(f"results/{name}/summary.parquet"):
+            peers[name] = burn
+    return peers

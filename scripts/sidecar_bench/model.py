@@ -341,3 +341,35 @@ def summary_with_costs(summary: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataF
 
 def iter_apps(frame: pd.DataFrame) -> Iterable[str]:
     return sorted(frame["app"].dropna().unique()) if "app" in frame.columns else []
+
+
+# --- sidecars that burn what they claim: the same conditions under load.sidecar_burn wall and cpu ----------
+
+BURN_COLUMNS = ["burn", "preset", "condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct",
+                "sidecars_cpu_pct", "rps", "rps_lo", "rps_hi", "retained", "p99_ms", "p99_ms_lo", "p99_ms_hi",
+                "slow_1p_share", "flags"]
+
+
+def burn_comparison(summaries: Mapping[tuple[str, str], pd.DataFrame]) -> pd.DataFrame:
+    """The conditions measured under more than one sidecar_burn, in long form (one row per burn and condition).
+
+    summaries: {(burn, preset): condition summary}. retained = RPS / the RPS of the same sweep's 0 % load cell
+    under the same burn.
+    """
+    frames = []
+    for (burn, preset), summary in summaries.items():
+        frame = summary.copy()
+        frame["burn"], frame["preset"] = burn, preset
+        base = frame[np.isclose(frame["total_sidecar_load_pct"], 0.0)].set_index(
+            ["app", "vcpu", "memory_mb", "sidecar_count"])["rps"]
+        keys = list(zip(frame["app"], frame["vcpu"], frame["memory_mb"], frame["sidecar_count"]))
+        frame["retained"] = [r / base.get(k, math.nan) if k in base.index else math.nan
+                             for r, k in zip(frame["rps"], keys)]
+        frames.append(frame.reindex(columns=BURN_COLUMNS))
+    if not frames:
+        return pd.DataFrame(columns=BURN_COLUMNS)
+    long = pd.concat(frames, ignore_index=True)
+    shared = long.groupby("condition_id")["burn"].nunique()
+    long = long[long["condition_id"].isin(shared[shared > 1].index) & (long["sidecar_count"] > 0)]
+    return long.sort_values(["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct", "burn"],
+                            kind="stable").reset_index(drop=True)

@@ -4,7 +4,7 @@
 # are read from its run files; the others are measured like a run (same script, same rerun triggers) into
 # results/<preset>/calibration/runs/. They use the app-only images: a changed app reruns them, a changed
 # sidecar does not.
-from sidecar_bench.calibration import calibration_cells, cell_condition, no_limit_vcpu, run_path
+from sidecar_bench.calibration import burn_peers, calibration_cells, cell_condition, no_limit_vcpu, run_path
 
 CALIBRATION_NO_LIMIT_VCPU = no_limit_vcpu(config.get("calibration"))
 CALIBRATION_CELLS = calibration_cells(EXPERIMENT.conditions, CALIBRATION_NO_LIMIT_VCPU)
@@ -79,6 +79,38 @@ rule model_report:
         "../../scripts/model_report.py"
 
 
+# Sidecars that burn what they claim: where another preset whose sidecars burn the other way
+# (load.sidecar_burn wall / cpu) has been measured, the same conditions side by side. Its summary is read
+# as it is; this rule never measures it.
+BURN_PEERS = burn_peers(config, PRESET)
+BURN_OUTPUTS = [f"results/{PRESET}/model/burn"] if BURN_PEERS else []
+
+if BURN_PEERS:
+
+    rule burn_comparison:
+        input:
+            summaries=[rules.aggregate_runs.output.parquet.format(preset=PRESET)]
+            + [f"results/{peer}/summary.parquet" for peer in BURN_PEERS],
+            reference="workflow/reference/article-results.csv",
+        output:
+            burn=report(
+                directory("results/{preset}/model/burn"),
+                patterns=["{name}.png"],
+                caption="../report/burn_comparison.rst",
+                category="Model",
+            ),
+        log:
+            "results/{preset}/logs/burn_comparison.log",
+        params:
+            burns=[EXPERIMENT.load.sidecar_burn] + list(BURN_PEERS.values()),
+            presets=[PRESET] + list(BURN_PEERS),
+        script:
+            "../../scripts/burn_comparison.py"
+
+    localrules:
+        burn_comparison,
+
+
 # `snakemake calibration` / `snakemake model`: the targets of this file for the chosen preset.
 rule calibration:
     input:
@@ -89,6 +121,7 @@ rule model:
     input:
         f"results/{PRESET}/model/tables",
         f"results/{PRESET}/model/charts",
+        BURN_OUTPUTS,
 
 
 localrules:

@@ -1,0 +1,37 @@
+"""Snakemake script of rule burn_comparison: the same conditions with wall-clock and CPU-time sidecars.
+
+Inputs: this preset's summary and those of the presets whose sidecars burn the other way (already measured);
+output: results/<preset>/model/burn/{burn_comparison,burn_breaking_points}.md, .csv and
+burn_comparison.{html,png,svg}.
+"""
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from sidecar_bench import tables
+from sidecar_bench.charts import burn_comparison_chart, save_chart
+from sidecar_bench.model import burn_comparison
+from sidecar_bench.reference import load_reference
+
+
+def main(summaries, burns, presets, reference, out_dir, formats=("html", "png", "svg")):
+    frames = {(burn, preset): pd.read_parquet(path) for path, burn, preset in zip(summaries, burns, presets)}
+    long = burn_comparison(frames)
+    by_burn = {}
+    for (burn, _), frame in frames.items():
+        by_burn.setdefault(burn, frame)
+    built = [tables.burn_comparison_table(long),
+             tables.burn_breaking_points_table(by_burn, load_reference(reference))]
+    written = tables.write_model_tables(built, out_dir)
+    written += save_chart(burn_comparison_chart(long), Path(out_dir), "burn_comparison", tuple(formats))
+    print(f"burn_comparison: wrote {len(written)} files", file=sys.stderr)
+    return long
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
+    main(summaries=list(snakemake.input.summaries), burns=snakemake.params.burns,  # noqa: F821
+         presets=snakemake.params.presets, reference=snakemake.input.reference,  # noqa: F821
+         out_dir=snakemake.output.burn)  # noqa: F821
