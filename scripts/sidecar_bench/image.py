@@ -416,14 +416,23 @@ def _loadgen_context(root: Path):
 # --- building --------------------------------------------------------------------------
 
 
+# The network of build steps: the engine's default bridge (see _stream_build).
+BUILD_NETWORK = "bridge"
+
+
 def _stream_build(client: docker.DockerClient, what: str, **kwargs) -> str:
     """Run one build through the Engine API; return the image id or raise with the log tail."""
     lines: list[str] = []
     image_id = None
     try:
-        # Build steps use the host's network, so that an engine without a default
-        # bridge (a second engine on one machine, say) still reaches Debian's mirror.
-        for msg in client.api.build(decode=True, rm=True, forcerm=True, network_mode="host", **kwargs):
+        # Build steps (apt-get from Debian's mirror) run on the engine's default bridge
+        # network: a network namespace of their own with NAT to the outside, never the
+        # host's network, so that no build step sees the host's interfaces or reaches a
+        # service listening on the host's loopback. An engine without a bridge that reaches
+        # the mirror (dockerd --bridge=none, or --ip-masq=false) cannot build: load the
+        # images and their base into it instead (docker save | docker load; their labels keep
+        # them current).
+        for msg in client.api.build(decode=True, rm=True, forcerm=True, network_mode=BUILD_NETWORK, **kwargs):
             if "stream" in msg:
                 for line in msg["stream"].splitlines():
                     if line.strip():

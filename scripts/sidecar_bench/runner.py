@@ -59,6 +59,7 @@ from typing import Any, Iterator, Mapping
 
 import docker
 import docker.errors
+import requests.exceptions
 
 from . import cgroup, environment, hey, record
 from .conditions import Condition, LoadSettings
@@ -80,6 +81,9 @@ READY_EXEC_S = 1.0
 # answers: waiting this long for it once the app answers is ample.
 ROLES_WAIT_S = 5.0
 LOG_TAIL_LINES = 30
+# When a read fails before the window, how long the task may take to exit before the read's own
+# error is reported instead of the app's death.
+DYING_WAIT_S = 2.0
 # hey is killed if it runs this much longer than asked; it never should.
 HEY_GRACE_S = 60
 # The load generator's sleep outlives every step of a run by this much, then it exits.
@@ -121,18 +125,74 @@ done
 """ + cgroup.SNAPSHOT_SCRIPT
 NOT_READY = 99
 
+# What talking to an engine can raise besides the SDK's own errors: requests' errors for a
+# local or tcp:// engine (connection refused, reset, timed out), paramiko's for ssh:// (its
+# SSHException), OSError for sockets and pipes. The clean-up catches them all, so that a
+# failure to remove one container never skips the next one.
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (docker.errors.DockerException, requests.exceptions.RequestException,
+                                                     OSError)
+try:
+    import paramiko
+
+    TRANSPORT_ERRORS += (paramiko.SSHException,)
+except ImportError:  # no ssh:// support installed: nothing of paramiko's can be raised
+    pass
+
+# How the task and the load generator are confined (README, "Security"). Set at container
+# creation only: the images stay as built, so stored runs keep their meaning.
+# - No capability at all: the processes run as root inside the container, but root without
+#   capabilities is an ordinary user towards the kernel. Nothing here needs one: the apps bind
+#   port 8080 (above 1023), the entrypoint signals only its own children (same user), and the
+#   snapshots read /proc, /sys/fs/cgroup and their own files, all readable without privilege.
+# - no-new-privileges: no setuid binary or file capability can raise them again.
+# - Read-only root file system; tmpfs only where something writes (found with `docker diff`
+#   after real runs of every variant): the entrypoint's roles file under /run, hey's CSV under
+#   the load generator's /tmp, and a small /tmp in the task for anything an app might spill.
+#   A tmpfs is memory: in the task it counts against the condition's memory limit, so it is
+#   kept small; the load generator has no memory limit and hey's CSV reaches ~70 MB at its
+#   1,000,000-row cap.
+# - Not privileged, no published port, no network but loopback ("none" for the task, the
+#   task's namespace for the load generator).
+CAP_ADD: tuple[str, ...] = ()
+SECURITY_OPT = ("no-new-privileges:true",)
+TASK_TMPFS = {"/run": "rw,nosuid,nodev,noexec,size=1m", "/tmp": "rw,nosuid,nodev,noexec,size=16m"}
+LOADGEN_TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=256m"}
+
+
+def hardening(tmpfs: Mapping[str, str]) -> dict[str, Any]:
+    """containers.run() keyword arguments that confine a run's container (see the comment above)."""
+    return {
+        "privileged": False,
+        "cap_drop": ["ALL"],
+        "cap_add": list(CAP_ADD),
+        "security_opt": list(SECURITY_OPT),
+        "read_only": True,
+        "tmpfs": dict(tmpfs),
+        "publish_all_ports": False,
+        "ports": {},
+    }
+
 
 class RunError(RuntimeError):
     """The condition could not be measured; the message says why and names the condition."""
 
 
+class AppStopped(RunError):
+    """The task's app exited or was killed; the message has its state and its last log lines."""
+
+
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived; raised from the signal handler so that `finally` cleans up."""
+    """SIGINT, SIGTERM or SIGHUP arrived; raised from the signal handler so that `finally` cleans up."""
+
+
+# Every signal that ends a run with its clean-up: Ctrl-C, kill, and SIGHUP (the terminal that
+# started Snakemake was closed, or an ssh session dropped).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into Interrupted for the duration (main thread only)."""
+    """Turn SIGINT, SIGTERM and SIGHUP into Interrupted for the duration (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -140,7 +200,7 @@ def signals_raise() -> Iterator[None]:
     def handler(signum: int, frame: Any) -> None:
         raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -150,13 +210,13 @@ def signals_raise() -> Iterator[None]:
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[list[int]]:
-    """Hold SIGINT/SIGTERM while cleaning up, so a second Ctrl-C cannot leave containers behind."""
+    """Hold SIGINT/SIGTERM/SIGHUP while cleaning up, so a second Ctrl-C cannot leave containers behind."""
     if threading.current_thread() is not threading.main_thread():
         yield []
         return
     received: list[int] = []
     previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+                for sig in STOP_SIGNALS}
     try:
         yield received
     finally:
@@ -314,7 +374,7 @@ class Measurement:
             mem_limit=memory,
             memswap_limit=memory,  # equal to the memory limit: no swap
             network_mode="none",
-            privileged=False,
+            **hardening(TASK_TMPFS),
         )
         log.info("started task container %s (%s)", self.task.name, self.task.short_id)
         try:
@@ -326,7 +386,7 @@ class Measurement:
                 name=container_name(condition, self.run_id, "loadgen"),
                 labels=labels(condition, self.run_id, "loadgen"),
                 network_mode=f"container:{self.task.id}",
-                privileged=False,
+                **hardening(LOADGEN_TMPFS),
             )
         except docker.errors.APIError as err:
             self.task.reload()
@@ -342,11 +402,23 @@ class Measurement:
         except docker.errors.APIError:
             tail = "(logs unavailable)"
         oom = " It was OOM-killed: raise memory_mb." if state.get("OOMKilled") else ""
-        return RunError(
+        return AppStopped(
             f"{self.condition.id}: the app {what} (container status {state.get('Status')}, "
             f"exit code {state.get('ExitCode')}, OOM-killed {state.get('OOMKilled')}).{oom}\n"
             f"Last {LOG_TAIL_LINES} log lines of {self.task.name}:\n{tail or '(empty)'}"
         )
+
+    def task_exits_within(self, seconds: float) -> bool:
+        """Whether the task has exited or does so within seconds (its entrypoint stops the rest first)."""
+        try:
+            self.task.wait(timeout=seconds)
+        except TRANSPORT_ERRORS:
+            pass  # still running when the time was up, or the engine does not answer (below)
+        try:
+            self.task.reload()
+        except TRANSPORT_ERRORS:
+            return False  # the engine itself went away: the caller's own error says more
+        return self.task.status != "running"
 
     def task_exec(self, script: str) -> ExecResult:
         return exec_in(self.client, self.task.id, ["sh", "-c", script])
@@ -365,11 +437,18 @@ class Measurement:
         deadline = started + self.load.ready_timeout_s
         polls = str(max(1, round(READY_EXEC_S / READY_POLL_S)))
         while True:
-            result = self.loadgen_exec(["sh", "-c", READY_SCRIPT, "ready", WORK_URL, polls, f"{READY_POLL_S:g}"])
-            head, ready, rest = result.stdout.partition("@@ready\n")
-            if ready:
-                self.before = self._before_window(result, rest)
-                return time.monotonic() - started
+            try:
+                result = self.loadgen_exec(["sh", "-c", READY_SCRIPT, "ready", WORK_URL, polls, f"{READY_POLL_S:g}"])
+                head, ready, rest = result.stdout.partition("@@ready\n")
+                if ready:
+                    self.before = self._before_window(result, rest)
+                    return time.monotonic() - started
+            except (docker.errors.APIError, RunError):
+                # An exec into a container that has just died (409), or reads cut off by the app's
+                # death (too little memory, say): the task's state says why, once it has exited.
+                if self.task_exits_within(DYING_WAIT_S):
+                    raise self.start_error("exited before it answered /work") from None
+                raise
             self.task.reload()
             if self.task.status != "running":
                 raise self.start_error("exited before it answered /work")
@@ -431,7 +510,8 @@ class Measurement:
         try:
             for container in self.client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
                 found.setdefault(container.id, container)
-        except docker.errors.APIError as err:
+        except TRANSPORT_ERRORS as err:
+            # Remove what this object knows of all the same: the task above all.
             log.warning("listing containers of run %s failed: %s", self.run_id, err)
         # Both at once: each force removal is a kill, a wait and a delete on the engine.
         with ThreadPoolExecutor(max_workers=max(1, len(found))) as pool:
@@ -444,13 +524,16 @@ def _timed(function: Any, *args: Any) -> tuple[Any, float]:
 
 
 def _remove(container: Any) -> None:
+    """Force-remove one container; log, never raise, so that one failure cannot keep the others."""
+    name = getattr(container, "name", None) or getattr(container, "id", "?")
     try:
         container.remove(force=True)
-        log.info("removed container %s", container.name)
+        log.info("removed container %s", name)
     except docker.errors.NotFound:
         pass
-    except docker.errors.APIError as err:
-        log.error("could not remove container %s: %s", container.name, err)
+    except TRANSPORT_ERRORS as err:
+        log.error("could not remove container %s (%s: %s); it carries the label %s and is removed by the next "
+                  "run on this engine", name, type(err).__name__, err, RUN_LABEL)
 
 
 def engine_address(client: docker.DockerClient) -> str:
@@ -459,6 +542,22 @@ def engine_address(client: docker.DockerClient) -> str:
     if base.startswith("http+docker://"):
         return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     return base
+
+
+def check_host_capacity(info: Mapping[str, Any], condition: Condition, host_name: str, address: str) -> None:
+    """Refuse a condition the engine cannot give (client.info()): more CPUs or memory than it has.
+
+    Checked before anything is created on the engine, so the error names the host rather
+    than being the engine's own "Range of CPUs is from 0.01 to N" at container creation.
+    """
+    cpus = info.get("NCPU")
+    if cpus and condition.vcpu > cpus:
+        raise RunError(f"{condition.id}: vcpu {condition.vcpu:g} is above the {cpus} CPUs of host {host_name!r} "
+                       f"({address}); lower vcpu in config.yaml or measure on a larger host")
+    memory = info.get("MemTotal")
+    if memory and condition.memory_mb * 2**20 > memory:
+        raise RunError(f"{condition.id}: memory_mb {condition.memory_mb} is above the {memory // 2**20} MiB of host "
+                       f"{host_name!r} ({address}); lower memory_mb in config.yaml or measure on a larger host")
 
 
 def as_condition(condition: Condition | Mapping[str, Any]) -> Condition:
@@ -502,6 +601,7 @@ def run_condition(
     load = as_load(load)
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise RunError(f"{condition.id}: repeat {repeat!r} is not a whole number >= 1")
+    check_host_capacity(client.info(), condition, host_name, engine_address(client))
     task_image = _image(client, task_image, "task")
     loadgen_image = _image(client, loadgen_image, "load generator")
     variant = (task_image.labels or {}).get("org.sidecar-bench.variant")
@@ -524,6 +624,15 @@ def run_condition(
                     measurement.hey(load.warmup_s, "/dev/null")
                     measurement.before_window()
                 meta_parts = _measure(measurement)
+            except AppStopped:
+                raise
+            except (docker.errors.APIError, RunError) as err:
+                # An exec into a task that died mid-run fails with 409, a read of it comes back
+                # short: when the task has exited, its state and log say why, not the failed call.
+                if measurement.task is not None and measurement.task_exits_within(DYING_WAIT_S):
+                    failed_call = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                    raise measurement.start_error(f"stopped during the run ({failed_call})") from err
+                raise
             finally:
                 with signals_deferred() as received:
                     measurement.remove()
