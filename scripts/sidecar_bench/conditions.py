@@ -14,6 +14,16 @@ APPS = ("go", "next")
 ROLES = ("proxy", "agent", "log_router")
 MAX_SIDECARS = len(ROLES)
 BURNS = ("wall", "cpu")
+# The smallest CPU limit Docker accepts (docker run --cpus 0.01).
+MIN_VCPU = 0.01
+# The smallest memory limit, in MB (MiB, as docker run --memory 128m), that an experiment may
+# ask for: below it the task cannot start with all three sidecars. Found with 3 s runs at
+# 0.5 vCPU on the task images: Go alone ran at 8 MiB, Go with 3 sidecars was OOM-killed at
+# 16 MiB and peaked at 23 MiB when given 24; Next.js alone was OOM-killed under load at
+# 48 MiB and thrashed at 64 (61 requests/s against ~100 with 2 GiB), Next.js with 3 sidecars was
+# OOM-killed at 64 MiB and ran at 96 (45 requests/s). Each minimum is the lowest working limit
+# with all three sidecars, rounded up with room for the Python sidecars' growth.
+MIN_MEMORY_MB = {"go": 32, "next": 128}
 
 
 class ConfigError(ValueError):
@@ -118,6 +128,18 @@ class LoadSettings:
 AXES = ("app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct")
 
 
+def check_startable(condition: Condition, where: str = "") -> None:
+    """Refuse limits under which the engine or the task cannot start (config checks; the
+    runner API itself still takes them, so that tests can make an app run out of memory)."""
+    if condition.vcpu < MIN_VCPU:
+        raise ConfigError(f"{where}vcpu: {condition.vcpu:g} is below {MIN_VCPU:g}, the smallest CPU limit Docker "
+                          "accepts")
+    minimum = MIN_MEMORY_MB[condition.app]
+    if condition.memory_mb < minimum:
+        raise ConfigError(f"{where}memory_mb: {condition.memory_mb} is below {minimum} MB, the least a {condition.app} "
+                          "task needs to start with up to 3 sidecars (README, \"Bad input\")")
+
+
 def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
     """The product of one named set's axes.
 
@@ -139,6 +161,7 @@ def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
             condition = Condition(**params)
         except ConfigError as err:
             raise ConfigError(f"sets.{name}.{err}") from None
+        check_startable(condition, f"sets.{name}.")
         conditions.setdefault(condition.id, condition)
     return list(conditions.values())
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import ipaddress
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 import jsonschema
 import yaml
@@ -78,6 +81,10 @@ def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: 
     """
     schema = yaml.safe_load(Path(schema_path).read_text())
     config = copy.deepcopy(dict(config))
+    if "preset" in config and config["preset"] in (None, ""):
+        # `--config preset=` reads as None: say what is wrong rather than "None is not of type 'string'".
+        known = ", ".join(sorted(config.get("presets") or {}))
+        raise ConfigError(f"{source}: preset: empty; name one of the presets ({known})")
     # Numbers given on the command line (--config 'load={duration_s: 15}') arrive as text.
     for section in ("load", "sets", "presets", "repeats"):
         if section in config:
@@ -98,6 +105,10 @@ def load_experiment(config: Mapping[str, Any], schema_path: Path = SCHEMA, sourc
         known = ", ".join(sorted(config["presets"]))
         raise ConfigError(f"{source}: preset: {preset!r} is not one of the presets ({known})")
     chosen = config["presets"][preset]
+    listed = chosen["sets"]
+    twice = [name for i, name in enumerate(listed) if name in listed[:i]]
+    if twice:
+        raise ConfigError(f"{source}: presets.{preset}.sets: {twice[0]!r} is listed twice")
     load = {**config["load"], **chosen.get("load", {})}
     try:
         conditions = expand_matrix(config["sets"], chosen["sets"])
@@ -108,6 +119,50 @@ def load_experiment(config: Mapping[str, Any], schema_path: Path = SCHEMA, sourc
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ConfigError(f"{source}: hosts: name {duplicates[0]!r} is used twice")
+    for index, host in enumerate(config["hosts"]):
+        check_host(host, f"{source}: hosts[{index}]")
     hosts = tuple(Host(h["name"], h.get("url"), h.get("tls")) for h in config["hosts"])
     repeats = config["repeats"] if config.get("repeats") is not None else chosen.get("repeats", 1)
     return Experiment(preset, tuple(conditions), load_settings, dict(config["image"]), hosts, repeats)
+
+
+def _is_loopback(hostname: str | None) -> bool:
+    if hostname is None:
+        return False
+    if hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def check_host(host: Mapping[str, Any], where: str, environ: Mapping[str, str] = os.environ) -> None:
+    """What can be checked of a host without reaching it: its TLS files exist and are files, and
+    it is not a plain tcp:// engine beyond loopback (unless insecure_tcp: true says so).
+
+    Whether the engine answers, and how many CPUs it has, is checked when a run starts
+    (job.main), naming the host.
+    """
+    url = host.get("url")
+    key = "url"
+    if url is None and environ.get("DOCKER_HOST"):
+        # url null means DOCKER_HOST; docker.from_env verifies TLS when DOCKER_TLS_VERIFY is set.
+        url, key = environ["DOCKER_HOST"], "url (null: DOCKER_HOST)"
+        tls = bool(environ.get("DOCKER_TLS_VERIFY"))
+    else:
+        tls = bool(host.get("tls"))
+    if url and url.startswith("tcp://") and not tls and not host.get("insecure_tcp"):
+        hostname = urlsplit(url).hostname
+        if not _is_loopback(hostname):
+            raise ConfigError(
+                f"{where}.{key}: {url!r} is plain TCP without TLS to {hostname}, not loopback: anyone on the way can "
+                f"read the engine's traffic and drive it, which is root on that machine (host {host['name']!r}). "
+                "Use ssh://user@host, or tcp:// with tls (ca_cert, client_cert, client_key); or set "
+                "insecure_tcp: true on this host to accept the risk")
+    for key, value in (host.get("tls") or {}).items():
+        path = Path(value)
+        if not path.is_file():
+            reason = "is not a file" if path.exists() else "does not exist"
+            raise ConfigError(f"{where}.tls.{key}: {value!r} {reason} (host {host['name']!r}, "
+                              f"working directory {Path.cwd()})")
