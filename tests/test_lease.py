@@ -1,0 +1,248 @@
+"""The engine lease (scripts/sidecar_bench/lease.py) and the local lock, on the real engine.
+
+Each test that takes the lease uses a lock directory of its own, so the local lock does
+not hide the lease: that is how a second checkout or a second machine meets the first.
+"""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import docker
+import pytest
+
+from conftest import ROOT
+from sidecar_bench import hosts, job, lease, runner
+
+LOCAL = [{"name": "local", "url": None}]
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {scripts!r})
+    from sidecar_bench import hosts, lease
+    lease.IDLE_S = {idle}
+    with hosts.host_lock([{{"name": "local", "url": None}}], {locks!r}, 60, {what!r}):
+        print("HOLDING", flush=True)
+        time.sleep({hold})
+""")
+
+
+def start_holder(tmp_path, what="holder run", hold=60, idle=60, cwd=None):
+    """Another workflow: a process of its own, its own lock directory, holding the lease."""
+    locks = tmp_path / f"locks-{what.replace(' ', '-')}"
+    script = HOLDER.format(scripts=str(ROOT / "scripts"), locks=str(locks), what=what, hold=hold, idle=idle)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                               cwd=cwd or tmp_path)
+    line = process.stdout.readline()
+    assert line.strip() == "HOLDING", f"the holder did not get the lease: {line!r}"
+    return process
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def client():
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+def released(client, holder):
+    """The lease of that holder process is gone (another workflow may hold the engine by now)."""
+    current = lease.current(client)
+    return current is None or current.labels.get(lease.LABEL_PREFIX + "pid") != str(holder.pid)
+
+
+def create_when_free(client, **kwargs):
+    """A container named like the lease, as soon as no one holds the engine (others may be testing)."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return client.containers.create(name=lease.LEASE_NAME, **kwargs)
+        except docker.errors.APIError as err:
+            if err.status_code != 409 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.mark.docker
+def test_a_second_client_is_refused_and_told_who_holds_the_engine(client, tmp_path):
+    checkout = tmp_path / "other-checkout"
+    checkout.mkdir()
+    holder = start_holder(tmp_path, "go_cpu1_mem512_sc0_load00 rep 1", cwd=checkout)
+    try:
+        with pytest.raises(lease.LeaseBusy) as busy:
+            lease.try_acquire(client, "second")
+        text = str(busy.value)
+        assert f"pid {holder.pid}" in text and str(checkout) in text and "go_cpu1_mem512_sc0_load00 rep 1" in text
+        assert " since 20" in text and "ago)" in text
+        labels = lease.current(client).labels
+        assert labels[lease.LABEL_PREFIX + "host"] == os.uname().nodename
+        # The lease container holds nothing of the engine's: no network, no capabilities.
+        config = lease.current(client).attrs["HostConfig"]
+        assert config["NetworkMode"] == "none" and config["CapDrop"] == ["ALL"]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.docker
+def test_kill_9_of_the_holder_releases_the_lease(client, tmp_path):
+    holder = start_holder(tmp_path)
+    assert not released(client, holder)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    # The attach connection closes with the process: stdin ends, the container exits, the engine removes it.
+    wait_until(lambda: released(client, holder), 10, "the lease of a killed holder was not released")
+    with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "after the kill") as _:
+        taken = lease.current(client)
+        assert taken.labels[lease.LABEL_PREFIX + "pid"] == str(os.getpid())
+    wait_until(lambda: lease.current(client) is None or lease.current(client).id != taken.id, 10,
+               "leaving host_lock left the lease container")
+
+
+@pytest.mark.docker
+def test_a_frozen_holder_loses_the_lease_after_its_heartbeats_stop(client, tmp_path):
+    holder = start_holder(tmp_path, idle=2)
+    try:
+        time.sleep(3)
+        assert not released(client, holder), "heartbeats should keep a live holder's lease"
+        holder.send_signal(signal.SIGSTOP)
+        wait_until(lambda: released(client, holder), 15, "a stopped holder kept the lease")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.docker
+def test_waiting_workflow_says_who_holds_the_engine_then_gets_it(client, tmp_path, caplog, capfd):
+    holder = start_holder(tmp_path, "build go-sidecar", hold=3)
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="sidecar_bench.hosts"):
+            with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "waiter", poll_s=0.5) as (host, _):
+                waited = time.monotonic() - started
+                mine = lease.current(client).labels
+        assert waited >= 1.5 and host["name"] == "local"
+        assert mine[lease.LABEL_PREFIX + "pid"] == str(os.getpid())
+        waits = [r.getMessage() for r in caplog.records if "waiting for engine local" in r.getMessage()]
+        assert len(waits) == 1, waits  # once per holder, not once per poll
+        assert f"pid {holder.pid}" in waits[0] and "(build go-sidecar) since " in waits[0]
+        assert "sidecar-bench: waiting for engine local" in capfd.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.docker
+def test_no_wait_raises_with_the_holder(client, tmp_path):
+    holder = start_holder(tmp_path, "matrix")
+    try:
+        with pytest.raises(hosts.HostError, match=rf"engine local is busy: held by .* pid {holder.pid} .*\(matrix\)"):
+            with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "cleanup", wait=False):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("state", ["created", "exited"])
+def test_a_stale_lease_is_broken_and_only_that_one(client, tmp_path, monkeypatch, state):
+    # A holder that died between create and start leaves a "created" lease; an engine stopped
+    # under a lease leaves an "exited" one. Neither has a live holder.
+    monkeypatch.setattr(lease, "CREATED_GRACE_S", 0.0)
+    image = lease.lease_image(client)
+    stale = create_when_free(client, image=image, command=["true"],
+                             labels=lease.holder_labels("dead run", "0" * 32, 60), network_mode="none")
+    try:
+        if state == "exited":
+            stale.start()
+            stale.wait(timeout=30)
+        time.sleep(1.1)
+        try:
+            stale.reload()
+            assert lease.stale_reason(stale), stale.status
+        except docker.errors.NotFound:
+            pass  # another client waiting for the engine broke it first: the same rule at work
+        with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "after a stale lease"):
+            assert lease.current(client).id != stale.id
+        with pytest.raises(docker.errors.NotFound):
+            stale.reload()
+    finally:
+        try:
+            stale.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
+
+@pytest.mark.docker
+def test_the_sweep_spares_containers_of_a_live_lease_and_newer_than_ours(client, tmp_path):
+    image = lease.lease_image(client)
+    labels = {runner.PROJECT_LABEL: runner.PROJECT, runner.CONDITION_LABEL: "go_cpu9_mem9_sc0_load00"}
+    old = client.containers.create(image, ["sleep", "60"], labels=labels, network_mode="none")
+    holder = start_holder(tmp_path, "live run")
+    try:
+        # Another workflow holds the engine: nothing of ours is removed (its containers are live).
+        assert job.remove_stale_containers(client) == []
+        assert client.containers.list(all=True, filters={"id": old.id})
+        holder.kill()
+        holder.wait()
+        wait_until(lambda: released(client, holder), 10, "lease not released")
+        with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "sweeper"):
+            new = client.containers.create(image, ["sleep", "60"], labels=labels, network_mode="none")
+            removed = job.remove_stale_containers(client)
+            # Created before this lease: stale, removed. Created under it: not another's leftover, kept.
+            assert old.name in removed and new.name not in removed
+            assert client.containers.list(all=True, filters={"id": new.id})
+            new.remove(force=True)
+    finally:
+        holder.kill()
+        holder.wait()
+        for container in client.containers.list(all=True, filters={"label": f"{runner.CONDITION_LABEL}=go_cpu9_mem9_sc0_load00"}):
+            container.remove(force=True)
+
+
+def test_lock_dir_must_be_a_private_directory(tmp_path):
+    target = tmp_path / "real"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with pytest.raises(hosts.HostError, match="not a directory"):
+        hosts._safe_lock_dir(link)
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    with pytest.raises(hosts.HostError, match="writable by others"):
+        hosts._safe_lock_dir(open_dir)
+    fresh = hosts._safe_lock_dir(tmp_path / "fresh")
+    assert (fresh.stat().st_mode & 0o777) == 0o700
+
+
+def test_lock_files_are_never_followed_through_a_symlink_nor_truncated(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "engine.lock").symlink_to(victim)
+    with pytest.raises(OSError):
+        hosts._open_lock(tmp_path / "engine.lock")
+    assert victim.read_text() == "precious"
+    lock = tmp_path / "other.lock"
+    lock.write_text("held by someone: go_cpu1 pid 1")
+    fd = hosts._open_lock(lock)
+    os.close(fd)
+    assert lock.read_text() == "held by someone: go_cpu1 pid 1"
+
+
+def test_docker_times_read_to_the_nanosecond():
+    assert job._created_ns("2026-12-01T03:04:05.000000001Z") - job._created_ns("2026-12-01T03:04:05Z") == 1
+    assert job._created_ns("2026-12-01T03:04:05.5Z") < job._created_ns("2026-12-01T03:04:05.51Z")
+    assert job._created_ns("garbage") == 0
