@@ -8,9 +8,9 @@
 
 For each engine it takes the engine's lease like a run does (waiting while another
 workflow measures there, breaking a stale lease of a dead holder), then removes every
-container of ours (label org.sidecar-bench.project=sidecar-bench) created before it
-took the lease. The containers of a workflow that still holds its lease are never
-touched. Each run does the same sweep before it measures, so the next invocation of the
+container of ours (label org.sidecar-bench.project=sidecar-bench): while it holds the
+lease no workflow measures there, so they are leftovers. The containers of a workflow
+that still holds its lease are never touched. Each run does the same sweep before it measures, so the next invocation of the
 workflow also cleans up; this command is for when no run follows soon (a killed workflow's
 sidecars burn CPU until their container's deadline).
 

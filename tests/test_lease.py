@@ -186,7 +186,7 @@ def test_a_stale_lease_is_broken_and_only_that_one(client, tmp_path, monkeypatch
 
 
 @pytest.mark.docker
-def test_the_sweep_spares_containers_of_a_live_lease_and_newer_than_ours(client, tmp_path):
+def test_the_sweep_spares_the_containers_of_a_live_lease(client, tmp_path):
     image = lease.lease_image(client)
     labels = {runner.PROJECT_LABEL: runner.PROJECT, runner.CONDITION_LABEL: "go_cpu9_mem9_sc0_load00"}
     old = client.containers.create(image, ["sleep", "60"], labels=labels, network_mode="none")
@@ -198,13 +198,9 @@ def test_the_sweep_spares_containers_of_a_live_lease_and_newer_than_ours(client,
         holder.kill()
         holder.wait()
         wait_until(lambda: released(client, holder), 10, "lease not released")
+        # Its holder gone, under a lease of our own: stale, removed.
         with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "sweeper"):
-            new = client.containers.create(image, ["sleep", "60"], labels=labels, network_mode="none")
-            removed = job.remove_stale_containers(client)
-            # Created before this lease: stale, removed. Created under it: not another's leftover, kept.
-            assert old.name in removed and new.name not in removed
-            assert client.containers.list(all=True, filters={"id": new.id})
-            new.remove(force=True)
+            assert old.name in job.remove_stale_containers(client)
     finally:
         holder.kill()
         holder.wait()
@@ -240,9 +236,3 @@ def test_lock_files_are_never_followed_through_a_symlink_nor_truncated(tmp_path)
     fd = hosts._open_lock(lock)
     os.close(fd)
     assert lock.read_text() == "held by someone: go_cpu1 pid 1"
-
-
-def test_docker_times_read_to_the_nanosecond():
-    assert job._created_ns("2026-12-01T03:04:05.000000001Z") - job._created_ns("2026-12-01T03:04:05Z") == 1
-    assert job._created_ns("2026-12-01T03:04:05.5Z") < job._created_ns("2026-12-01T03:04:05.51Z")
-    assert job._created_ns("garbage") == 0
