@@ -25,26 +25,44 @@ import docker.errors
 from .conditions import LoadSettings
 from .hosts import HostError, host_lock
 from .runner import (CONDITION_LABEL, HEY_GRACE_S, PROJECT, PROJECT_LABEL, RunError, as_condition, as_load,
-                     engine_address, run_condition, signals_raise)
+                     check_host_capacity, engine_address, run_condition, signals_raise)
 
 log = logging.getLogger("sidecar_bench.runner")
 
 def remove_stale_containers(client: docker.DockerClient) -> list[str]:
     """Remove containers of runs that died without cleaning up (kill -9, a lost machine).
 
-    Called under the engine lock: no other run of ours can be measuring on this engine,
-    so every container with the project label is stale, and a stale task's sidecars
-    would otherwise keep burning CPU beside the next measurement.
+    Called under the engine's lease (hosts.host_lock): while this process holds it, no other
+    workflow can be measuring on this engine, so every container with the project label is
+    stale, and a stale task's sidecars would otherwise keep burning CPU beside the next
+    measurement. If another live holder has the lease (a call outside the lock), nothing is
+    removed: those containers may be its live ones.
     """
-    stale = client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"})
-    for container in stale:
+    from . import lease
+
+    held = lease.current(client)
+    if held is not None:
+        labels = held.labels or {}
+        mine = (labels.get(lease.LABEL_PREFIX + "pid") == str(os.getpid())
+                and labels.get(lease.LABEL_PREFIX + "host") == lease.socket.gethostname())
+        if not mine and lease.stale_reason(held) is None:
+            log.warning("not sweeping containers: engine leased by %s", lease.describe_labels(labels))
+            return []
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"}):
+        if lease.LEASE_LABEL in (container.labels or {}):
+            continue  # a lease: broken only by the lease's own staleness rules
         log.warning("removing container %s left by a run that did not finish (%s)", container.name,
                     container.labels.get(CONDITION_LABEL, "?"))
         try:
             container.remove(force=True)
         except docker.errors.NotFound:
             pass
-    return [container.name for container in stale]
+        except docker.errors.APIError as err:
+            log.error("could not remove container %s: %s", container.name, err)
+            continue
+        removed.append(container.name)
+    return removed
 
 
 def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping[str, Any],
@@ -132,6 +150,8 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
                 print(progress_line("start", cond.id, host["name"], settings, progress, repeat), file=terminal,
                       flush=True)
                 try:
+                    # Before anything is created or removed on the engine.
+                    check_host_capacity(client.info(), cond, host["name"], host.get("url") or engine_address(client))
                     remove_stale_containers(client)
                     task_id = _image_on(client, host, task_ref, image_settings or {})
                     loadgen_id = _image_on(client, host, refs["loadgen"], image_settings or {})
