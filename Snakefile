@@ -15,6 +15,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/image.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/model.smk"
 
 
 rule all:

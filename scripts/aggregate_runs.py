@@ -9,6 +9,7 @@ Statistics and their definitions live in sidecar_bench.stats (intervals.py, flag
 import sys
 from pathlib import Path
 
+from sidecar_bench.model import add_cost_columns
 from sidecar_bench.stats import summarise_conditions, summarise_runs
 
 
@@ -21,9 +22,10 @@ def _write(frame, parquet, csv):
 
 def main(runs, summary_parquet, summary_csv, runs_parquet=None, runs_csv=None):
     per_run = summarise_runs(runs)
+    # Cost per request (app CPU / successful responses) per run and per condition: sidecar_bench.model.
+    per_run, summary = add_cost_columns(per_run, summarise_conditions(per_run))
     if runs_parquet and runs_csv:
         _write(per_run, runs_parquet, runs_csv)
-    summary = summarise_conditions(per_run)
     _write(summary, summary_parquet, summary_csv)
     print(f"aggregate_runs: {len(per_run)} runs, {len(summary)} conditions -> {summary_parquet}, {summary_csv}",
           file=sys.stderr)

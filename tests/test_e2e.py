@@ -4,6 +4,7 @@ conditions and repetitions each kind of change reruns."""
 
 import contextlib
 import json
+import os
 
 import docker
 import pandas as pd
@@ -20,6 +21,12 @@ GO_SIDECAR = "go_cpu0.5_mem512_sc1_load10"
 NEXT_SIDECAR = "next_cpu1_mem512_sc1_load10"
 ALL = {GO_ALONE, GO_SIDECAR, NEXT_SIDECAR}
 REPEATS = 2
+# The CPU-budget model's calibration (calibration.py): each app alone at its vCPU levels and with no limit
+# (config calibration.no_limit_vcpu, null: this machine's CPU count); GO_ALONE is the matrix's own.
+NO_LIMIT = f"{os.cpu_count() or 1:g}"
+GO_CALIBRATION = {f"go_cpu{NO_LIMIT}_mem512_sc0_load00"}
+NEXT_CALIBRATION = {"next_cpu1_mem512_sc0_load00", f"next_cpu{NO_LIMIT}_mem512_sc0_load00"}
+CALIBRATION = GO_CALIBRATION | NEXT_CALIBRATION
 
 
 def e2e_config(**load):
@@ -164,7 +171,8 @@ def test_editing_the_go_app_reruns_only_go_conditions(finished):
     project, _, _ = finished
     with edited(project / "task-image" / "app-go" / "main.go", "\n// edited\n"):
         plan = dry_run(project)
-    assert plan.conditions == {GO_ALONE, GO_SIDECAR}
+    assert plan.conditions == {GO_ALONE, GO_SIDECAR} | GO_CALIBRATION
+    assert plan.jobs["run_calibration"] == len(GO_CALIBRATION) * REPEATS
     assert plan.variants == {"go", "go-sidecar"}
 
 
@@ -175,7 +183,7 @@ def test_changing_the_duration_reruns_every_condition(finished):
         plan = dry_run(project)
     finally:
         write_config(project, **e2e_config())
-    assert plan.conditions == ALL
+    assert plan.conditions == ALL | CALIBRATION
     assert plan.jobs["build_image"] == 0
     assert "Params have changed" in plan.output
 
@@ -184,9 +192,10 @@ def test_raising_repeats_runs_only_the_new_repetitions(finished):
     project, _, _ = finished
     plan = dry_run(project, "--config", "repeats=3")
     assert plan.returncode == 0, plan.output
-    assert plan.conditions == ALL
+    assert plan.conditions == ALL | CALIBRATION
     assert plan.repeats == {3}
     assert plan.jobs["run_condition"] == len(ALL)
+    assert plan.jobs["run_calibration"] == len(CALIBRATION)
     assert plan.jobs["build_image"] == 0
 
 

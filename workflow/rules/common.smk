@@ -97,4 +97,7 @@ def get_final_outputs():
         f"results/{PRESET}/summary.parquet",
         f"results/{PRESET}/tables",
         f"results/{PRESET}/charts",
+        f"results/{PRESET}/calibration/calibration.csv",
+        f"results/{PRESET}/model/tables",
+        f"results/{PRESET}/model/charts",
     ]
