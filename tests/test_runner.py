@@ -339,12 +339,15 @@ def test_cpu_burning_sidecars_get_most_of_their_load_under_throttling(client, en
 
 @pytest.mark.docker
 def test_app_killed_for_memory_fails_with_the_reason_and_leaves_nothing(client, engine, tmp_path):
-    image_for(client, "sidecar-bench/task:next")
-    condition = Condition("next", 1, 16, 0, 0)
+    # Go with three Python sidecars in 12 MiB: their anonymous memory gets the task OOM-killed every
+    # time (Next.js alone in 16 MiB sometimes only thrashes on its file pages until the ready timeout).
+    image_for(client, "sidecar-bench/task:go-sidecar")
+    condition = Condition("go", 1, 12, 3, 5)
     out = tmp_path / "run.parquet"
-    with pytest.raises(runner.RunError, match=r"next_cpu1_mem16_sc0_load00: the app exited .*OOM-killed: raise"):
+    with pytest.raises(runner.RunError, match=r"go_cpu1_mem12_sc3_load05: the app exited .*OOM-killed True\). It was "
+                                              r"OOM-killed: raise memory_mb"):
         runner.run_condition(client, condition, LoadSettings(duration_s=3, ready_timeout_s=30),
-                             "sidecar-bench/task:next", "sidecar-bench/loadgen:latest", out)
+                             "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest", out)
     assert not out.exists() and leftovers(client, condition) == []
 
 
@@ -465,3 +468,25 @@ def test_containers_of_a_run_that_died_are_removed_before_the_next(client, engin
             stale.remove(force=True)
         except docker.errors.NotFound:
             pass
+
+
+@pytest.mark.docker
+def test_the_task_exits_on_its_own_after_its_deadline(client, engine):
+    # The image's entrypoint runs under `timeout -s KILL`: after kill -9 of the workflow, the app and
+    # its sidecars stop burning CPU once the run could no longer be going on.
+    load = LoadSettings(duration_s=1, ready_timeout_s=30)
+    measurement = runner.Measurement(client, Condition("go", 0.5, 512, 1, 5), load,
+                                     image_for(client, "sidecar-bench/task:go-sidecar"),
+                                     image_for(client, "sidecar-bench/loadgen:latest"), "deadline-test")
+    assert measurement.task_deadline_s() == measurement.loadgen_deadline_s() + runner.TASK_GRACE_S
+    entrypoint = measurement.task_entrypoint()
+    assert entrypoint[:4] == ["timeout", "-s", "KILL", str(measurement.task_deadline_s())]
+    assert entrypoint[4:] == measurement.task_image.attrs["Config"]["Entrypoint"]
+    measurement.task_deadline_s = lambda: 3  # a short deadline for the test
+    try:
+        measurement.start()
+        measurement.wait_ready()  # the app answers under timeout as it does without
+        assert measurement.task.wait(timeout=30)["StatusCode"] == 137  # killed by its deadline
+    finally:
+        measurement.remove()
+    assert client.containers.list(all=True, filters={"label": f"{runner.RUN_LABEL}={measurement.run_id}"}) == []

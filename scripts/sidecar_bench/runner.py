@@ -88,6 +88,8 @@ DYING_WAIT_S = 2.0
 HEY_GRACE_S = 60
 # The load generator's sleep outlives every step of a run by this much, then it exits.
 LOADGEN_GRACE_S = 60
+# The task outlives the load generator by this much (its last snapshots), then `timeout` kills it.
+TASK_GRACE_S = 30
 # hey writes its CSV here, inside the load generator (its own file system: one run only).
 LOADGEN_CSV = "/tmp/hey.csv"
 VCPU_TOLERANCE = 1e-3
@@ -361,11 +363,25 @@ class Measurement:
         return math.ceil(load.ready_timeout_s + load.warmup_s + load.duration_s + 2 * HEY_GRACE_S
                          + LOADGEN_GRACE_S)
 
+    def task_deadline_s(self) -> int:
+        """How long the task lives at most: the load generator's deadline and time for the last snapshots."""
+        return self.loadgen_deadline_s() + TASK_GRACE_S
+
+    def task_entrypoint(self) -> list[str]:
+        """The image's own entrypoint under `timeout`: a workflow killed with -9 cannot leave the app and
+        its sidecars burning CPU for longer than the run could have taken (the image is not changed)."""
+        config = self.task_image.attrs.get("Config") or {}
+        entrypoint = list(config.get("Entrypoint") or []) + list(config.get("Cmd") or [])
+        if not entrypoint:
+            raise RunError(f"{self.task_image.id[:19]}: the task image has no entrypoint")
+        return ["timeout", "-s", "KILL", str(self.task_deadline_s()), *entrypoint]
+
     def start(self) -> None:
         condition = self.condition
         memory = f"{condition.memory_mb}m"
         self.task = self.client.containers.run(
             self.task_image.id,
+            entrypoint=self.task_entrypoint(),  # an entrypoint given clears the image's Cmd, now part of it
             detach=True,
             name=container_name(condition, self.run_id, "task"),
             environment=task_environment(condition, self.load.sidecar_burn),
