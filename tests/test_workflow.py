@@ -64,8 +64,8 @@ def test_unknown_preset_names_the_value(project):
     assert "preset: 'huge' is not one of the presets (article, article-cpu, article-method, figure, quick, study-10s, study-10s-warm, study-30s)" in done.stdout + done.stderr
 
 
-def test_cluster_profile_plans_the_same_jobs(project):
-    plan = dry_run(project, "--workflow-profile", str(project / "workflow" / "profiles" / "cluster"), "--config", "preset=quick")
+def test_slurm_profile_plans_the_same_jobs(project):
+    plan = dry_run(project, "--workflow-profile", str(project / "workflow" / "profiles" / "slurm"), "--config", "preset=quick")
     assert plan.returncode == 0, plan.output
     assert plan.jobs["run_condition"] == 8  # 4 conditions x 2 repetitions
 
