@@ -96,6 +96,13 @@ setup_host_tools() {
   need_command debootstrap debootstrap "makes base images where no registry can be reached"
 }
 
+slurm_installed() {
+  local cmd
+  for cmd in munged slurmctld slurmd sbatch squeue scancel; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "$cmd" >/dev/null 2>&1 || return 1
+  done
+}
+
 setup() {
   setup_python
   setup_docker
@@ -116,6 +123,12 @@ case "$cmd" in
     # The remote-engine test reaches this machine's engine through an sshd of its own.
     [ -x /usr/sbin/sshd ] || apt_install openssh-server \
       || die "the tests need openssh-server (apt-get install openssh-server)."
+    # The SLURM tests start a one-node cluster of their own (tests/slurm_cluster.py); where
+    # these cannot be installed (not root, not Debian-like) they are skipped, saying why.
+    if ! slurm_installed; then
+      apt_install munge slurmctld slurmd slurm-client \
+        || say "SLURM is not installed (apt-get install munge slurmctld slurmd slurm-client): the SLURM tests will be skipped"
+    fi
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   *) die "unknown command '$cmd' (use run, test or setup)" ;;
