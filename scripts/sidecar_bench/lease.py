@@ -309,6 +309,10 @@ def _discard(container: Any, sock: Any) -> None:
         container.remove(force=True)
     except docker.errors.NotFound:
         pass
+    except docker.errors.APIError as err:
+        if err.status_code == 409 and "already in progress" in str(err):
+            return  # the engine is removing it already (auto-remove on exit)
+        log.warning("removing lease container failed: %s", err)
     except Exception as err:  # noqa: BLE001
         log.warning("removing lease container failed: %s", err)
     if sock is not None:
