@@ -3,7 +3,8 @@
     .venv/bin/python scripts/publish.py PRESET DEST [--results results] [--title TEXT] [--measured-commit C]
 
 Copies results/<preset>/ summary.csv, runs_summary.csv, tables (Markdown and
-CSV), charts (PNG and SVG) and report.html (if made) into DEST, and writes
+CSV), charts (PNG and SVG), the CPU-budget model's calibration, tables and charts
+(where made) and report.html (if made) into DEST, and writes
 DEST/provenance.json and DEST/PROVENANCE.md: the project's commit, the image
 ids, the host (CPU model, cores, kernel, cgroup and Docker versions), the first
 and last measured window, the settings (window, repetitions, warm-up, sidecar
@@ -129,11 +130,17 @@ def main(preset: str, dest: str, results: str = "results", title: str | None = N
     for name in ("summary.csv", "runs_summary.csv", "report.html"):
         if (source / name).exists():
             shutil.copy2(source / name, out / name)
-    for sub, patterns in (("tables", ("*.md", "*.csv")), ("charts", ("*.png", "*.svg"))):
-        (out / sub).mkdir(exist_ok=True)
-        for pattern in patterns:
-            for path in (source / sub).glob(pattern):
-                shutil.copy2(path, out / sub / path.name)
+    # The CPU-budget model's outputs (calibration, model tables and charts, the burn comparison) where made.
+    for sub, patterns in (("tables", ("*.md", "*.csv")), ("charts", ("*.png", "*.svg")),
+                          ("calibration", ("calibration.md", "calibration.csv")),
+                          ("model/tables", ("*.md", "*.csv")), ("model/charts", ("*.png", "*.svg")),
+                          ("model/burn", ("*.md", "*.csv", "*.png", "*.svg"))):
+        found = [path for pattern in patterns for path in (source / sub).glob(pattern)]
+        if not found:
+            continue
+        (out / sub).mkdir(parents=True, exist_ok=True)
+        for path in found:
+            shutil.copy2(path, out / sub / path.name)
     info = provenance(Path(results), preset, measured_commit)
     (out / "provenance.json").write_text(json.dumps(info, indent=2) + "\n")
     (out / "PROVENANCE.md").write_text(provenance_markdown(info, title or f"How `{preset}` was measured"))

@@ -43,8 +43,16 @@ def test_the_measured_commit_comes_from_the_run_files_or_is_said_to_be_missing(t
     base = tmp_path / "results" / "demo"
     aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
                         base / "runs_summary.csv")
+    # The model's outputs travel with the set where they were made.
+    (base / "model" / "tables").mkdir(parents=True)
+    (base / "model" / "tables" / "model.md").write_text("# model\n")
+    (base / "calibration").mkdir()
+    (base / "calibration" / "calibration.csv").write_text("app\n")
     # These run files do not record a commit: the provenance says so, or takes the one given.
     info = publish.main("demo", str(tmp_path / "p1"), str(tmp_path / "results"))
+    assert (tmp_path / "p1" / "model" / "tables" / "model.md").read_text() == "# model\n"
+    assert (tmp_path / "p1" / "calibration" / "calibration.csv").exists()
+    assert not (tmp_path / "p1" / "model" / "charts").exists()
     assert info["measured_with_commit"] == ["not recorded"]
     info = publish.main("demo", str(tmp_path / "p2"), str(tmp_path / "results"), measured_commit="3c084d7")
     assert info["measured_with_commit"] == ["3c084d7 (given)"]
