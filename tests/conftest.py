@@ -20,3 +20,13 @@ def hold_engine(owner: str):
             yield client
     except HostError as err:
         pytest.fail(f"no Docker engine answers ({err}); scripts/bench.sh test starts one")
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    """Poll predicate every 0.2 s until it holds; fail with `what` after timeout seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)

@@ -20,6 +20,7 @@ import docker
 import pytest
 import yaml
 
+from conftest import wait_until
 from workflow_helpers import ROOT, SNAKEMAKE, copy_project, dry_run, snakemake, write_config
 from sidecar_bench import lease, record, runner
 
@@ -100,13 +101,6 @@ def no_partial_files(project: Path):
     return [p for p in runs.rglob("*") if p.is_file() and p.suffix != ".parquet"]
 
 
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-
-
 @pytest.fixture
 def client():
     client = docker.from_env()
@@ -133,7 +127,7 @@ def test_sigkill_keeps_finished_runs_and_the_next_invocation_runs_only_what_is_m
     assert no_partial_files(project) == []
     # Left behind, found by label; the lease went with its holder.
     assert {c["Labels"][runner.PART_LABEL] for c in containers_of(client, {interrupted})} == {"task", "loadgen"}
-    wait_for(lambda: not lease_of_pids(client, pids), 10, "the dead job's lease was not released")
+    wait_until(lambda: not lease_of_pids(client, pids), 10, "the dead job's lease was not released")
 
     # The documented cleanup command removes them, under the lease like a run.
     cleanup = subprocess.run([sys.executable, str(ROOT / "scripts" / "cleanup.py")], cwd=project,
@@ -184,9 +178,9 @@ def test_sigint_and_sigterm_to_snakemake_clean_up_and_keep_finished_runs(tmp_pat
     for path in run_files(project).values():
         assert record.read_run_meta(path)["condition"]["id"] == path.parent.name
     assert no_partial_files(project) == []
-    wait_for(lambda: containers_of(client, {interrupted}) == [], 30,
+    wait_until(lambda: containers_of(client, {interrupted}) == [], 30,
              f"containers left after {how}: {output[-3000:]}")
-    wait_for(lambda: not lease_of_pids(client, pids), 10, "the lease outlived the interrupted job")
+    wait_until(lambda: not lease_of_pids(client, pids), 10, "the lease outlived the interrupted job")
     plan = dry_run(project, *targets(memory))
     if plan.returncode != 0 and "cannot be locked" in plan.output:
         assert snakemake(project, "--unlock", timeout=120).returncode == 0

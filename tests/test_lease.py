@@ -15,7 +15,7 @@ import time
 import docker
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, wait_until
 from sidecar_bench import hosts, job, lease, runner
 
 LOCAL = [{"name": "local", "url": None}]
@@ -40,13 +40,6 @@ def start_holder(tmp_path, what="holder run", hold=60, idle=60, cwd=None):
     line = process.stdout.readline()
     assert line.strip() == "HOLDING", f"the holder did not get the lease: {line!r}"
     return process
-
-
-def wait_until(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
 
 
 @pytest.fixture
