@@ -9,8 +9,10 @@ Statistics and their definitions live in sidecar_bench.stats (intervals.py, flag
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from sidecar_bench.model import add_cost_columns
-from sidecar_bench.stats import summarise_conditions, summarise_runs
+from sidecar_bench.stats import FAILED, summarise_conditions, summarise_runs
 
 
 def _write(frame, parquet, csv):
@@ -22,13 +24,17 @@ def _write(frame, parquet, csv):
 
 def main(runs, summary_parquet, summary_csv, runs_parquet=None, runs_csv=None):
     per_run = summarise_runs(runs)
+    summary = summarise_conditions(per_run)
     # Cost per request (app CPU / successful responses) per run and per condition: sidecar_bench.model.
-    per_run, summary = add_cost_columns(per_run, summarise_conditions(per_run))
+    # Over the measured runs only: a failed run (status failed) has no number to pool.
+    failed = per_run["status"] == FAILED
+    measured, summary = add_cost_columns(per_run[~failed], summary)
+    per_run = pd.concat([measured, per_run[failed]]).loc[per_run.index] if failed.any() else measured
     if runs_parquet and runs_csv:
         _write(per_run, runs_parquet, runs_csv)
     _write(summary, summary_parquet, summary_csv)
-    print(f"aggregate_runs: {len(per_run)} runs, {len(summary)} conditions -> {summary_parquet}, {summary_csv}",
-          file=sys.stderr)
+    print(f"aggregate_runs: {len(per_run)} runs ({int(failed.sum())} failed), {len(summary)} conditions -> "
+          f"{summary_parquet}, {summary_csv}", file=sys.stderr)
     return summary
 
 

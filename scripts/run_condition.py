@@ -8,7 +8,7 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 (snakemake is injected)
 
 from sidecar_bench.experiment import load_experiment  # noqa: E402
 from sidecar_bench.hosts import lock_dir  # noqa: E402
-from sidecar_bench.job import main  # noqa: E402
+from sidecar_bench.job import main, on_failure_setting  # noqa: E402
 
 main(
     condition=snakemake.params.condition,  # noqa: F821
@@ -25,4 +25,6 @@ main(
     image_settings=snakemake.config["image"],  # noqa: F821
     # results/{preset}/runs/{condition}/rep{repeat}.parquet: the wildcard is the digits.
     repeat=int(snakemake.wildcards.repeat),  # noqa: F821
+    # Not a param: switching between stop and record must not rerun measured conditions.
+    on_failure=on_failure_setting(snakemake.config),  # noqa: F821
 )

@@ -22,8 +22,8 @@ import pandas as pd
 from . import reference as refmod
 from .breaking import assess_rows
 from .flags import FLAGS
-from .runfile import read_columns
-from .tables import APP_NAMES, baseline_memory, cell_codes, codes_of, runs_of
+from .runfile import read_columns, read_failure
+from .tables import APP_NAMES, baseline_memory, cell_codes, codes_of, measured_only, runs_of
 from .timeseries import per_second
 
 # The article's four setups: app, vCPU, sidecar count.
@@ -355,6 +355,8 @@ def run_files(runs: Sequence[str | Path]) -> dict[str, list[tuple[int, Path]]]:
     """Run files by condition id, each with its repetition: runs/<id>/rep<N>.parquet (or <id>.parquet = rep 1)."""
     out: dict[str, list[tuple[int, Path]]] = {}
     for p in map(Path, runs):
+        if read_failure(p) is not None:
+            continue  # a failure record (on_failure: record): no sample to draw
         match = REP_FILE.fullmatch(p.stem)
         cid, repeat = (p.parent.name, int(match.group(1))) if match else (p.stem, 1)
         out.setdefault(cid, []).append((repeat, p))
@@ -525,6 +527,7 @@ CHART_NAMES = ("latency_rps_vs_load", "rps_retained", "rps_by_memory", "tail_sha
 
 
 def build_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]) -> dict[str, alt.TopLevelMixin]:
+    summary = measured_only(summary)  # a condition whose repetitions all failed has no point to draw
     return {
         "latency_rps_vs_load": latency_rps_chart(summary, ref),
         "rps_retained": retained_chart(summary, ref),

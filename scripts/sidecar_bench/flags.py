@@ -17,6 +17,7 @@ successful responses pooled over its runs).
 | oom_or_restart | M | the task was OOM-killed or restarted |
 | noisy | ± | RPS interval wider than 20 % of RPS, or P99 interval wider than 50 % of P99 |
 | low_coverage | L | time coverage (summed response time / (concurrency x span)) < 0.9 |
+| run_failed | F | a repetition failed (on_failure: record): a process of the task died; the condition pools only its measured repetitions, and with none its cells read "failed" |
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ FLAGS: dict[str, Flag] = {f.code: f for f in (
          f"{NOISY_P99_WIDTH * 100:g} % of P99"),
     Flag("low_coverage", "L", "load generator idle",
          f"time coverage (summed response time / (concurrency x span)) < {LOW_COVERAGE:g}"),
+    Flag("run_failed", "F", "failed repetition",
+         "a repetition failed because a process of the task (the app or a sidecar) died, was killed or was "
+         "OOM-killed (on_failure: record); the values pool only the measured repetitions, and a cell with none "
+         "reads \"failed\""),
 )}
 CODES = tuple(FLAGS)
 
@@ -135,6 +140,14 @@ def run_flags(row: Mapping[str, Any]) -> list[str]:
         found.add("oom_or_restart")
     if _f(row, "time_coverage") < LOW_COVERAGE:
         found.add("low_coverage")
+    return [code for code in CODES if code in found]
+
+
+def failed_run_flags(row: Mapping[str, Any]) -> list[str]:
+    """The flag codes of a failed repetition (stats.failed_run_row): run_failed, and oom_or_restart if OOM-killed."""
+    found = {"run_failed"}
+    if bool(row.get("oom_killed")):
+        found.add("oom_or_restart")
     return [code for code in CODES if code in found]
 
 

@@ -22,12 +22,34 @@ from typing import Any, Mapping
 import docker
 import docker.errors
 
+from . import record
 from .conditions import LoadSettings
 from .hosts import HostError, host_lock
-from .runner import (CONDITION_LABEL, HEY_GRACE_S, PROJECT, PROJECT_LABEL, RunError, as_condition, as_load,
-                     check_host_capacity, engine_address, run_condition, signals_raise)
+from .runner import (CONDITION_LABEL, HEY_GRACE_S, PROJECT, PROJECT_LABEL, AppStopped, RunError, as_condition,
+                     as_load, check_host_capacity, engine_address, run_condition, signals_raise, utc_now)
 
 log = logging.getLogger("sidecar_bench.runner")
+
+# What a run does when a process of the task dies (the app or a sidecar: crashed, killed,
+# OOM-killed), before or inside the measured window (config.yaml on_failure):
+# stop - the job fails with the error and no file: Snakemake stops (today's behaviour);
+# record - the job writes a failure record at the run file's path and succeeds, so the workflow
+#          goes on and the summaries and tables show the condition as failed.
+# Every other error (an engine that goes away, a bad image, a failed consistency check) stops.
+ON_FAILURE = ("stop", "record")
+
+
+def on_failure_setting(config: Mapping[str, Any]) -> str:
+    """config.yaml's on_failure: the top-level key (--config on_failure=record), else the preset's, else stop."""
+    value = config.get("on_failure")
+    if value is None:
+        preset = (config.get("presets") or {}).get(config.get("preset")) or {}
+        value = preset.get("on_failure")
+    value = value or "stop"
+    if value not in ON_FAILURE:
+        raise RunError(f"on_failure is {value!r}, not one of {', '.join(ON_FAILURE)}")
+    return value
+
 
 def remove_stale_containers(client: docker.DockerClient) -> list[str]:
     """Remove containers of runs that died without cleaning up (kill -9, a lost machine).
@@ -119,7 +141,7 @@ def _duration(seconds: float) -> str:
 
 def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapping[str, Any]],
          image_refs: Mapping[str, str], out: str, lock_dir: str, progress: Mapping[str, Any] | None = None,
-         image_settings: Mapping[str, Any] | None = None, repeat: int = 1) -> Path:
+         image_settings: Mapping[str, Any] | None = None, repeat: int = 1, on_failure: str = "stop") -> Path:
     """The run_condition Snakemake job (scripts/run_condition.py): lock an engine, measure, write `out`.
 
     condition: Condition.as_dict(); load: LoadSettings fields; hosts: [{"name", "url"}] (url None =
@@ -128,8 +150,12 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     lock_dir: where the per-engine lock files live; progress: None or {"total": N, "run_files":
     [every run file of the matrix]} (or "done": n instead of run_files; optional "overhead_s");
     image_settings: config.yaml's image section, for building on a host that lacks the images;
-    repeat: the repetition index (1, 2, ...) of this run of the condition (the run file's "repeat").
+    repeat: the repetition index (1, 2, ...) of this run of the condition (the run file's "repeat");
+    on_failure: "stop" (a process of the task that dies fails the job: RunError, no file) or "record"
+    (it writes a failure record at `out` instead and returns its path; see ON_FAILURE).
     """
+    if on_failure not in ON_FAILURE:
+        raise RunError(f"on_failure is {on_failure!r}, not one of {', '.join(ON_FAILURE)}")
     terminal = sys.__stderr__
     if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
@@ -160,6 +186,19 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
                                           # The address as configured: the SDK hides ssh:// and the socket.
                                           "docker_host": host.get("url") or engine_address(client)},
                                          repeat=repeat)
+                except AppStopped as err:
+                    reason = (str(err).splitlines() or [type(err).__name__])[0]
+                    if on_failure != "record":
+                        print(f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}: {reason}",
+                              file=terminal, flush=True)
+                        raise
+                    failure = record.failure_record(cond.as_dict(), repeat, settings.as_dict(), str(err), err.failure,
+                                                    host["name"], utc_now())
+                    path = record.write_failure(out, failure)
+                    log.error("%s", err)
+                    print(f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}, recorded as failed in "
+                          f"{out} (on_failure: record): {reason}", file=terminal, flush=True)
+                    return path
                 except BaseException as err:
                     reason = (str(err).splitlines() or [type(err).__name__])[0]
                     print(f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}: {reason}", file=terminal,

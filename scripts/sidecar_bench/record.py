@@ -12,6 +12,14 @@ Readers accept both; a version 1 file is repetition 1.
 A run record is a value: RunRecord validates rows and metadata on creation, and
 write_run() replaces the file atomically, so a reader never sees half a run
 and an interrupted job leaves no file.
+
+A failure record (on_failure: record) stands at a run file's path when the run
+failed because a process of the task died (README, "Failed runs"): a Parquet
+file with the run file's schema and no rows, whose metadata is under
+b"sidecar_bench_failure", never b"sidecar_bench". Readers that need samples
+refuse it (read_run_meta / read_run raise FailedRunError); dataset readers over
+every run file read no row of it; the summaries list it as failed
+(read_failure).
 """
 
 from __future__ import annotations
@@ -30,6 +38,11 @@ import pyarrow.parquet as pq
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 METADATA_KEY = b"sidecar_bench"
+FAILURE_KEY = b"sidecar_bench_failure"
+FAILURE_VERSION = 1
+# What a failure record holds (write_failure): the run it stands for, the error, and what died how.
+FAILURE_KEYS = ("failure_version", "status", "condition", "repeat", "load", "error", "process", "exit_status",
+                "signal", "oom_killed", "phase", "container_status", "container_exit_code", "host_name", "time")
 
 SCHEMA = pa.schema(
     [
@@ -70,6 +83,10 @@ LOADGEN_KEYS = ("cpu_s",)
 
 class RunFileError(ValueError):
     """A run record or run file that does not follow format version 1 or 2."""
+
+
+class FailedRunError(RunFileError):
+    """The file is a failure record (the run failed and on_failure was record), not a measured run."""
 
 
 @dataclass(frozen=True)
@@ -202,9 +219,109 @@ def write_record(path: str | os.PathLike, record: RunRecord) -> Path:
     return path
 
 
-def read_run_meta(path: str | os.PathLike) -> dict[str, Any]:
-    """A run file's metadata (the b"sidecar_bench" JSON), without reading the rows."""
+def failure_record(condition: Mapping[str, Any], repeat: int, load: Mapping[str, Any], error: str,
+                   failure: Mapping[str, Any], host_name: str | None, time: str) -> dict[str, Any]:
+    """A failure record's metadata: the condition (Condition.as_dict()), repetition and load settings, the
+    error text, and from failure (runner.AppStopped.failure) the process (role, pid), its exit status and
+    signal, OOM-killed, the phase (start / window) and the container's status and exit code."""
+    return {
+        "failure_version": FAILURE_VERSION,
+        "status": "failed",
+        "condition": dict(condition),
+        "repeat": repeat,
+        "load": dict(load),
+        "error": error,
+        "process": {"role": failure.get("role"), "pid": failure.get("pid")},
+        "exit_status": failure.get("exit_status"),
+        "signal": failure.get("signal"),
+        "oom_killed": bool(failure.get("oom_killed")),
+        "phase": failure.get("phase"),
+        "container_status": failure.get("container_status"),
+        "container_exit_code": failure.get("container_exit_code"),
+        "host_name": host_name,
+        "time": time,
+    }
+
+
+def validate_failure(failure: Mapping[str, Any]) -> None:
+    lacking = [key for key in FAILURE_KEYS if key not in failure]
+    if lacking:
+        raise RunFileError(f"failure record lacks {', '.join(lacking)}")
+    if failure["status"] != "failed" or failure["failure_version"] != FAILURE_VERSION:
+        raise RunFileError(f"failure record has status {failure['status']!r}, version {failure['failure_version']!r}")
+    lacking = [key for key in CONDITION_KEYS if key not in failure["condition"]]
+    if lacking:
+        raise RunFileError(f"failure record condition lacks {', '.join(lacking)}")
+    repeat = failure["repeat"]
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise RunFileError(f"failure record repeat is {repeat!r}, not a whole number >= 1")
+    try:
+        json.dumps(failure, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise RunFileError(f"failure record is not plain JSON: {err}") from err
+
+
+def write_failure(path: str | os.PathLike, failure: Mapping[str, Any]) -> Path:
+    """Write a failure record (failure_record()) at a run file's path, atomically like a run file."""
+    validate_failure(failure)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = SCHEMA.empty_table().replace_schema_metadata(
+        {FAILURE_KEY: json.dumps(failure, sort_keys=True).encode()})
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            pq.write_table(table, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def read_failure(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The failure record's metadata if path is one, None if it is a run file (or anything else)."""
     metadata = pq.read_schema(path).metadata or {}
+    if FAILURE_KEY not in metadata:
+        return None
+    failure = json.loads(metadata[FAILURE_KEY])
+    validate_failure(failure)
+    return failure
+
+
+def failure_text(failure: Mapping[str, Any]) -> str:
+    """One line: "go_cpu1_... rep 2 failed: app (pid 7) killed by SIGKILL, OOM-killed False"."""
+    process = failure.get("process") or {}
+    role = process.get("role")
+    if role is None:
+        who = ("another process of the task" if failure.get("container_status") == "running"
+               else f"the task (exit code {failure.get('container_exit_code')})")
+    else:
+        who = f"{'app' if role == 'app' else 'sidecar ' + role} (pid {process.get('pid')})"
+        if failure.get("signal"):
+            who += f" killed by {failure['signal']}"
+        elif failure.get("exit_status") is not None:
+            who += f" exited with status {failure['exit_status']}"
+        else:
+            who += " gone"
+    where = " inside the measured window" if failure.get("phase") == "window" else " before the measured window"
+    return (f"{failure['condition']['id']} rep {failure['repeat']} failed{where}: {who}, "
+            f"OOM-killed {bool(failure.get('oom_killed'))}")
+
+
+def read_run_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """A run file's metadata (the b"sidecar_bench" JSON), without reading the rows.
+
+    Raises FailedRunError for a failure record: it holds no measurement."""
+    metadata = pq.read_schema(path).metadata or {}
+    if FAILURE_KEY in metadata:
+        failure = json.loads(metadata[FAILURE_KEY])
+        what = failure_text(failure) if isinstance(failure, dict) and "condition" in failure else "?"
+        raise FailedRunError(f"{path}: a failure record, not a measured run ({what}); delete it (or rerun with "
+                             "--forcerun) to measure the run again")
     if METADATA_KEY not in metadata:
         raise RunFileError(f"{path}: no {METADATA_KEY.decode()} metadata: not a sidecar-bench run file")
     meta = json.loads(metadata[METADATA_KEY])

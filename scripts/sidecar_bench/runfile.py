@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .record import RunFileError, read_run_meta
+from . import record
+from .record import FailedRunError, RunFileError, read_run_meta  # noqa: F401 (FailedRunError for callers)
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:
@@ -28,7 +29,8 @@ def read_meta(path: str | Path) -> dict[str, Any]:
         raise RunFileError(f"{path}: not a readable Parquet run file ({err}); rerun its condition") from None
     except RunFileError as err:
         text = str(err)
-        raise RunFileError(text if text.startswith(str(path)) else f"{path}: {text}") from None
+        # The same class: a failure record stays a FailedRunError.
+        raise type(err)(text if text.startswith(str(path)) else f"{path}: {text}") from None
     return meta
 
 
@@ -40,3 +42,16 @@ def read_columns(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarr
     except (OSError, ValueError, KeyError) as err:
         raise RunFileError(f"{path}: cannot read columns {list(columns)} ({err})") from None
     return {name: table.column(name).to_numpy() for name in columns}
+
+
+def read_failure(path: str | Path) -> dict[str, Any] | None:
+    """The failure record's metadata when path is one (on_failure: record), else None.
+
+    An unreadable file is None here: read_meta then says what is wrong with it."""
+    path = Path(path)
+    try:
+        return record.read_failure(path)
+    except (OSError, pa.ArrowInvalid):
+        return None
+    except RunFileError as err:
+        raise RunFileError(f"{path}: {err}") from None

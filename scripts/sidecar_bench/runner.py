@@ -30,6 +30,13 @@ Sequence (every step through the Docker SDK, so a remote engine works the same):
 6. Check the limits read back, the samples, count failures, write the run file atomically.
 Every container started is removed in `finally`, also on SIGINT/SIGTERM.
 
+A process of the task that dies (the app or a sidecar: crash, kill, OOM kill) fails the run with
+AppStopped, never a run file: before the window (the app never answers) and inside it (the task
+has exited, a role's process is gone at the end of the window, or the task cgroup's oom_kill
+counter, read just outside the window on both sides, rose). The error names the process (role and
+pid, from the entrypoint's log line), its exit status or signal, and OOM-killed; AppStopped.failure
+holds the same for a failure record (job.py, on_failure: record).
+
 Failed requests: hey's CSV holds only requests that got a response, so the
 runner counts failures from outside (count_failed): the app's own count of
 /work responses over the window minus hey's rows (requests the app answered
@@ -48,6 +55,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import threading
 import time
@@ -81,6 +89,8 @@ READY_EXEC_S = 1.0
 # answers: waiting this long for it once the app answers is ample.
 ROLES_WAIT_S = 5.0
 LOG_TAIL_LINES = 30
+# How far back the log is searched for the entrypoint's line on the process that ended first.
+LOG_SEARCH_LINES = 500
 # When a read fails before the window, how long the task may take to exit before the read's own
 # error is reported instead of the app's death.
 DYING_WAIT_S = 2.0
@@ -126,6 +136,17 @@ until [ -s "$1" ]; do
 done
 """ + cgroup.SNAPSHOT_SCRIPT
 NOT_READY = 99
+# The task cgroup's OOM-kill counter (v2 memory.events, v1 memory.oom_control: "oom_kill N"), read in the
+# task just before and just after the measured window (outside the CPU window). The engine's OOMKilled
+# is not enough: on cgroup v1 it stays false when the OOM killer takes a process and the task lives on.
+OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+OOM_SCRIPT = r"""
+for f in {files}; do
+  [ -r "$f" ] || continue
+  while IFS= read -r l || [ -n "$l" ]; do echo "$l"; done < "$f"
+done
+true
+""".format(files=" ".join(OOM_FILES))
 
 # What talking to an engine can raise besides the SDK's own errors: requests' errors for a
 # local or tcp:// engine (connection refused, reset, timed out), paramiko's for ssh:// (its
@@ -180,7 +201,54 @@ class RunError(RuntimeError):
 
 
 class AppStopped(RunError):
-    """The task's app exited or was killed; the message has its state and its last log lines."""
+    """The task's app exited or was killed; the message has its state and its last log lines.
+
+    failure: what died and why, for a failure record (record.write_failure): the process
+    (role, pid; None when the entrypoint logged no exit), its exit status, the signal that
+    killed it, whether the task was OOM-killed, and the container's status and exit code.
+    """
+
+    def __init__(self, message: str, failure: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.failure = dict(failure or {})
+
+
+# The entrypoint's line when one of its processes ends (task-image/entrypoint.sh, "supervise"):
+#   entrypoint: app (pid 7) exited with status 137; stopping the sidecars
+#   entrypoint: sidecar proxy (pid 9) exited with status 1; stopping the task
+# The status is bash's: 128 + N when signal N killed the process.
+PROCESS_EXIT = re.compile(r"entrypoint: (?:sidecar )?(?P<role>[a-z_]+) \(pid (?P<pid>\d+)\) exited with status "
+                          r"(?P<status>\d+)")
+
+
+def process_exit(log_text: str) -> dict[str, Any]:
+    """The first process exit the entrypoint logged -> {role, pid, exit_status, signal}; Nones if none was."""
+    match = PROCESS_EXIT.search(log_text)
+    if match is None:
+        return {"role": None, "pid": None, "exit_status": None, "signal": None}
+    status = int(match["status"])
+    return {"role": match["role"], "pid": int(match["pid"]), "exit_status": status,
+            "signal": signal_name(status - 128) if status > 128 else None}
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def describe_exit(died: Mapping[str, Any]) -> str:
+    """"app (pid 7) was killed by SIGKILL (status 137)" / "sidecar proxy (pid 9) exited with status 1"."""
+    role = died.get("role")
+    if role is None:
+        return "the entrypoint logged no process exit (the whole task was killed)"
+    who = f"app (pid {died['pid']})" if role == "app" else f"sidecar {role} (pid {died['pid']})"
+    if died.get("signal"):
+        return f"{who} was killed by {died['signal']} (status {died['exit_status']})"
+    if died.get("exit_status") is None:
+        return f"{who} is gone"
+    return f"{who} exited with status {died['exit_status']}"
 
 
 class Interrupted(BaseException):
@@ -356,6 +424,8 @@ class Measurement:
         self.loadgen: Any = None
         # The before-window reads of the load generator (probe, Tcp counters, served), taken by wait_ready.
         self.before: tuple[str, dict[str, int], int] | None = None
+        # Set once the measured window's steps begin: a death from then on is a death inside the window.
+        self.in_window = False
 
     def loadgen_deadline_s(self) -> int:
         """How long the load generator lives at most: readiness, warm-up and window, each with its grace."""
@@ -411,17 +481,44 @@ class Measurement:
             raise
         log.info("started load generator %s in the task's network namespace", self.loadgen.name)
 
-    def start_error(self, what: str) -> RunError:
+    def start_error(self, what: str, phase: str = "start", detail: str = "",
+                    died: Mapping[str, Any] | None = None, oom_killed: bool = False) -> AppStopped:
+        """The app's (or a sidecar's) death as an AppStopped: which process, how, OOM, the last log lines.
+
+        phase: "start" (before the measured window) or "window" (inside it), kept in .failure;
+        detail: a line after the first (e.g. the call that failed because the task had died);
+        died: which process ended, when known otherwise than from the entrypoint's log (process_exit);
+        oom_killed: the task cgroup's own counter saw an OOM kill (the engine's OOMKilled may not).
+        """
         state = self.task.attrs.get("State", {})
         try:
-            tail = self.task.logs(tail=LOG_TAIL_LINES).decode(errors="replace").rstrip()
-        except docker.errors.APIError:
-            tail = "(logs unavailable)"
-        oom = " It was OOM-killed: raise memory_mb." if state.get("OOMKilled") else ""
+            full = self.task.logs(tail=LOG_SEARCH_LINES).decode(errors="replace")
+        except TRANSPORT_ERRORS:
+            full = ""
+        tail = "\n".join(full.rstrip().splitlines()[-LOG_TAIL_LINES:]) if full else "(logs unavailable)"
+        died = dict(died) if died is not None else process_exit(full)
+        running = state.get("Status") == "running"
+        oom_killed = oom_killed or bool(state.get("OOMKilled"))
+        failure = {
+            **died,
+            "phase": phase,
+            "oom_killed": oom_killed,
+            "container_status": state.get("Status"),
+            "container_exit_code": None if running else state.get("ExitCode"),
+        }
+        oom = " It was OOM-killed: raise memory_mb." if oom_killed else ""
+        if died["role"] is not None or not running:
+            how = f"; {describe_exit(died)}"
+        elif oom_killed:
+            how = "; no process of the app or its sidecars ended: the OOM killer took another process of the task"
+        else:
+            how = ""
         return AppStopped(
-            f"{self.condition.id}: the app {what} (container status {state.get('Status')}, "
-            f"exit code {state.get('ExitCode')}, OOM-killed {state.get('OOMKilled')}).{oom}\n"
-            f"Last {LOG_TAIL_LINES} log lines of {self.task.name}:\n{tail or '(empty)'}"
+            f"{self.condition.id}: the app {what}{how} (container status {state.get('Status')}, "
+            f"exit code {state.get('ExitCode')}, OOM-killed {oom_killed}).{oom}\n"
+            + (f"{detail}\n" if detail else "")
+            + f"Last {LOG_TAIL_LINES} log lines of {self.task.name}:\n{tail or '(empty)'}",
+            failure,
         )
 
     def task_exits_within(self, seconds: float) -> bool:
@@ -489,6 +586,11 @@ class Measurement:
         if result.exit_code != 0:
             raise RunError(f"{self.condition.id}: reading the cgroup inside the task failed: {result.stderr[:300]}")
         return cgroup.parse_snapshot(result.stdout), taken
+
+    def oom_kills(self) -> int | None:
+        """The task cgroup's oom_kill counter (None if unreadable)."""
+        result = self.task_exec(OOM_SCRIPT)
+        return parse_oom_kills(result.stdout) if result.exit_code == 0 else None
 
     def docker_counters(self) -> cgroup.CgroupCounters:
         return cgroup.parse_docker_stats(self.task.stats(stream=False, one_shot=True))
@@ -639,6 +741,7 @@ def run_condition(
                     log.info("warm-up: %g s of the same load, not recorded", load.warmup_s)
                     measurement.hey(load.warmup_s, "/dev/null")
                     measurement.before_window()
+                measurement.in_window = True
                 meta_parts = _measure(measurement)
             except AppStopped:
                 raise
@@ -647,7 +750,10 @@ def run_condition(
                 # short: when the task has exited, its state and log say why, not the failed call.
                 if measurement.task is not None and measurement.task_exits_within(DYING_WAIT_S):
                     failed_call = (str(err).strip().splitlines() or [type(err).__name__])[0]
-                    raise measurement.start_error(f"stopped during the run ({failed_call})") from err
+                    where = "the measured window" if measurement.in_window else "the run"
+                    raise measurement.start_error(f"stopped during {where}",
+                                                  "window" if measurement.in_window else "start",
+                                                  f"The step that found it gone: {failed_call}") from err
                 raise
             finally:
                 with signals_deferred() as received:
@@ -677,10 +783,27 @@ def run_condition(
     return path
 
 
+def parse_oom_kills(text: str) -> int | None:
+    """OOM_SCRIPT's output -> the cgroup's oom_kill count; None when neither file was readable."""
+    counts = cgroup.parse_key_values(text)
+    return counts.get("oom_kill")
+
+
+def _role_gone(before: cgroup.TaskSnapshot, after: cgroup.TaskSnapshot) -> dict[str, Any]:
+    """The first role whose process is gone between two snapshots, as process_exit() describes one (no status)."""
+    alive = {(p.pid, p.starttime) for p in after.processes}
+    started = {p.pid: p.starttime for p in before.processes}
+    for role, pid in before.roles.items():
+        if (pid, started.get(pid)) not in alive:
+            return {"role": role, "pid": pid, "exit_status": None, "signal": None}
+    return {"role": None, "pid": None, "exit_status": None, "signal": None}
+
+
 def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     """The measured window and the checks on it -> (hey samples, run metadata parts)."""
     condition, load = m.condition, m.load
     probe, tcp_before, served_before = m.before
+    oom_before = m.oom_kills()
     # Innermost: nothing but the hey exec between the two task snapshots.
     snap_before, t_before = m.snapshot(wait_roles=True)
     # No readable cgroup files: the Docker stats API brackets the window instead (wider, coarser).
@@ -695,15 +818,26 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         end = utc_now()
         result, hey_wall = running.result()
     tcp_after, served_after, csv_text = m.after_window()
+    oom_after = m.oom_kills()
     m.task.reload()
     state = m.task.attrs["State"]
+    if oom_before is not None and oom_after is not None and oom_after > oom_before \
+            and state.get("Status") == "running":
+        # The OOM killer took a process inside the window and the task lives on: which role, if one.
+        raise m.start_error(f"had a process OOM-killed during the measured window (the task cgroup's oom_kill "
+                            f"counter rose from {oom_before} to {oom_after})", "window",
+                            died=_role_gone(snap_before, snap_after), oom_killed=True)
 
     if result.exit_code != 0:
         if state.get("Status") != "running":
-            raise m.start_error("stopped during the measured window")
+            raise m.start_error("stopped during the measured window", "window")
         raise RunError(f"{condition.id}: hey exited with {result.exit_code}: {result.stderr.strip()[:500]}")
-    if state.get("Status") != "running" or state.get("OOMKilled"):
-        raise m.start_error("stopped during the measured window")
+    if state.get("Status") == "running" and state.get("OOMKilled"):
+        # The OOM killer took a process while the task still runs: the roles gone say which, if one was.
+        raise m.start_error("had a process OOM-killed during the measured window", "window",
+                            died=_role_gone(snap_before, snap_after))
+    if state.get("Status") != "running":
+        raise m.start_error("stopped during the measured window", "window")
     try:
         samples = hey.parse_csv(csv_text)
         check = hey.check_samples(samples, load.duration_s, load.concurrency)
@@ -743,7 +877,12 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     if set(snap_before.roles) != expected_roles:
         raise RunError(f"{condition.id}: the task's roles file lists {sorted(snap_before.roles)}, "
                        f"the condition needs {sorted(expected_roles)}")
-    cpu_by_role = cgroup.role_cpu_seconds(snap_before, snap_after)
+    try:
+        cpu_by_role = cgroup.role_cpu_seconds(snap_before, snap_after)
+    except cgroup.SnapshotError as err:
+        # A role's process ended inside the window while the task was still stopping the rest: a
+        # RunError, so that run_condition waits for the task's exit and reports the process's death.
+        raise RunError(f"{condition.id}: {err}") from err
     processes = [{"role": "app", "target_pct": None, "cpu_s": cpu_by_role["app"]}]
     processes += [{"role": role, "target_pct": condition.sidecar_load_pct, "cpu_s": cpu_by_role[role]}
                   for role in condition.roles]

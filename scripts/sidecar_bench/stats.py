@@ -46,6 +46,12 @@ Definitions (the tables and charts keep to these):
 - Host busy % = host.busy_s / host.total_s x 100 (all host CPUs, over the CPU
   window); load generator CPU % = loadgen.cpu_s / cgroup_wall_s x 100.
 - Flags: flags.py (codes, thresholds); `flags` holds the codes joined by ",".
+- Failed runs (on_failure: record; README "Failed runs"): a failure record is a
+  runs_summary row with `status` failed, its `failure` text, its condition's
+  identity and no number (NaN), flag run_failed. A condition pools its
+  measured repetitions only (`repeats` counts them, `failed_runs` the failed
+  ones, `failure` joins their texts) and carries run_failed if any failed; with
+  none measured every value is NaN and the tables read "failed".
 
 Breaking points are in breaking.py.
 """
@@ -66,7 +72,8 @@ from .intervals import (RESAMPLES, RunBlocks, condition_intervals, metric_names,
                         run_blocks)
 # One definition of the environment keys: the summary's env_* columns are all that the run file format requires.
 from .record import ENVIRONMENT_KEYS
-from .runfile import RunFileError, read_columns, read_meta
+from .record import failure_text
+from .runfile import RunFileError, read_columns, read_failure, read_meta
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 SIDECAR_ROLES = ("proxy", "agent", "log_router")
@@ -287,13 +294,54 @@ def summarise_samples(samples: RunSamples) -> dict[str, Any]:
     for key in ENVIRONMENT_KEYS:
         value = env.get(key)
         row[f"env_{key}"] = None if value is None else str(value)
+    row["status"] = MEASURED
+    row["failure"] = None
     row["flags"] = flagmod.join(flagmod.run_flags(row))
     row["run_file"] = str(path)
     return row
 
 
+MEASURED, FAILED = "measured", "failed"
+
+
+def failed_run_row(path: str | Path, failure: dict[str, Any]) -> dict[str, Any]:
+    """The runs_summary row of a failure record: the condition's identity, status failed, no number."""
+    condition = failure["condition"]
+    load = failure.get("load") or {}
+    row: dict[str, Any] = {column: math.nan for column in SUMMARY_COLUMNS}
+    row.update({
+        "condition_id": condition["id"],
+        "repeat": int(failure["repeat"]),
+        "app": condition.get("app"),
+        "vcpu": _num(condition.get("vcpu")),
+        "memory_mb": int(condition.get("memory_mb")),
+        "sidecar_count": int(condition.get("sidecar_count")),
+        "sidecar_load_pct": _num(condition.get("sidecar_load_pct")),
+        "total_sidecar_load_pct": _num(condition.get("total_sidecar_load_pct")),
+        "duration_s": _num(load.get("duration_s")),
+        "concurrency": load.get("concurrency"),
+        "warmup_s": _num(load.get("warmup_s")),
+        "cgroup_source": None,
+        "cap_reached": False,
+        "oom_killed": bool(failure.get("oom_killed")),
+        "exit_code": failure.get("container_exit_code"),
+        "window_start": None,
+        "status": FAILED,
+        "failure": failure_text(failure),
+        "run_file": str(path),
+    })
+    for key in ENVIRONMENT_KEYS:
+        row[f"env_{key}"] = None
+    row["flags"] = flagmod.join(flagmod.failed_run_flags(row))
+    return row
+
+
 def summarise_run(path: str | Path) -> dict[str, Any]:
-    """One summary row for one run file (reads three columns: response_time_s, status_code, offset_s)."""
+    """One summary row for one run file (reads three columns: response_time_s, status_code, offset_s),
+    or for a failure record (failed_run_row)."""
+    failure = read_failure(path)
+    if failure is not None:
+        return failed_run_row(path, failure)
     return summarise_samples(read_samples(path))
 
 
@@ -318,18 +366,18 @@ SUMMARY_COLUMNS = (  # per run (runs_summary)
     + ["cgroup_source"] + CPU_COLUMNS[:2] + ["limit_vcpu", "memory_limit_mb", "swap_limit_mb"] + CPU_COLUMNS[3:]
     + ["host_cpus", "time_coverage", "cap_reached", "oom_killed", "restart_count", "exit_code", "peak_memory_mb",
        "window_start"]
-    + ENV_COLUMNS + ["flags", "run_file"]
+    + ENV_COLUMNS + ["status", "failure", "flags", "run_file"]
 )
 INTERVAL_METRICS = metric_names(PERCENTILES, SLOW_PERIODS)
 CONDITION_COLUMNS = (  # per condition (summary)
-    IDENTITY_COLUMNS + ["repeats", "wall_s", "load_s", "cgroup_wall_s"]
+    IDENTITY_COLUMNS + ["repeats", "failed_runs", "wall_s", "load_s", "cgroup_wall_s"]
     + ["rps", "rps_lo", "rps_hi"]
     + [c for m in LATENCY_COLUMNS for c in ((m, f"{m}_lo", f"{m}_hi") if m in INTERVAL_METRICS else (m,))]
     + [c for m in SLOW_COLUMNS for c in (m, f"{m}_lo", f"{m}_hi")]
     + ["steady_rps", "steady_p99_ms", "first_third_rps", "last_third_rps"]
     + COUNT_COLUMNS + ["error_rate", "cgroup_source"] + CPU_COLUMNS
     + ["time_coverage", "cap_reached", "oom_killed", "restart_count", "peak_memory_mb"]
-    + ENV_COLUMNS + ["flags"] + [f"flag_{code}" for code in flagmod.CODES]
+    + ENV_COLUMNS + ["failure", "flags"] + [f"flag_{code}" for code in flagmod.CODES]
 )
 
 
@@ -352,16 +400,25 @@ def _joined(values: pd.Series) -> str | None:
 
 
 def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> dict[str, Any]:
-    """One condition's row from its per-run rows; reads its run files (run_file) once more for the samples."""
+    """One condition's row from its per-run rows; reads its run files (run_file) once more for the samples.
+
+    Failed repetitions (status failed) are counted (failed_runs) and described (failure), never pooled."""
     first = runs.iloc[0]
     condition_id = str(first["condition_id"])
+    status = runs["status"] if "status" in runs.columns else pd.Series(MEASURED, index=runs.index)
+    failed = runs[status == FAILED]
+    runs = runs[status != FAILED]
+    if runs.empty:
+        return _failed_condition(failed)
     for column in ("duration_s", "concurrency", "warmup_s"):
         if runs[column].astype(str).nunique() > 1:
             raise RunFileError(f"{condition_id}: repetitions were measured with different {column} "
                                f"({', '.join(f'{f}: {v}' for f, v in zip(runs['run_file'], runs[column]))}); "
                                "rerun them with one load setting")
-    row: dict[str, Any] = {c: first[c] for c in IDENTITY_COLUMNS}
+    row: dict[str, Any] = {c: runs.iloc[0][c] for c in IDENTITY_COLUMNS}
     row["repeats"] = len(runs)
+    row["failed_runs"] = len(failed)
+    row["failure"] = _joined(failed["failure"]) if len(failed) else None
     blocks: list[RunBlocks] = []
     all_times, steady_times = [], []
     steady_s = 0.0
@@ -399,7 +456,24 @@ def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_
     row["peak_memory_mb"] = float(runs["peak_memory_mb"].max())
     for column in ENV_COLUMNS:
         row[column] = _joined(runs[column])
-    codes = flagmod.condition_flags((str(f).split(",") if f else [] for f in runs["flags"]), row)
+    codes = flagmod.condition_flags((str(f).split(",") if f else [] for f in pd.concat([runs, failed])["flags"]),
+                                    row)
+    row["flags"] = flagmod.join(codes)
+    for code in flagmod.CODES:
+        row[f"flag_{code}"] = code in codes
+    return row
+
+
+def _failed_condition(failed: pd.DataFrame) -> dict[str, Any]:
+    """The row of a condition none of whose repetitions was measured: identity, counts, failure; no number."""
+    first = failed.iloc[0]
+    row: dict[str, Any] = {column: math.nan for column in CONDITION_COLUMNS}
+    row.update({c: first[c] for c in IDENTITY_COLUMNS})
+    row.update({"repeats": 0, "failed_runs": len(failed), "failure": _joined(failed["failure"]),
+                "cgroup_source": None, "cap_reached": False, "oom_killed": bool(failed["oom_killed"].any())})
+    for column in ENV_COLUMNS:
+        row[column] = None
+    codes = flagmod.condition_flags((str(f).split(",") if f else [] for f in failed["flags"]), row)
     row["flags"] = flagmod.join(codes)
     for code in flagmod.CODES:
         row[f"flag_{code}"] = code in codes
@@ -424,4 +498,6 @@ def environments(summary: pd.DataFrame) -> pd.DataFrame:
                         "env_hey_version") if c in summary.columns]
     if not keys or summary.empty:
         return pd.DataFrame()
+    # A condition whose repetitions all failed has no environment of its own (env_* empty): not another one.
+    summary = summary[summary[keys].notna().any(axis=1)]
     return summary[keys].fillna("?").drop_duplicates().reset_index(drop=True)

@@ -26,6 +26,7 @@ from .flags import FLAGS
 from .stats import environments
 
 MISSING = "—"
+FAILED_CELL = "failed"
 DEFAULT_MEMORY_MB = 2048
 SIDECAR_SETS = {0: "app only", 1: "+proxy", 2: "+agent", 3: "+agent+log"}
 # Ranges of total sidecar load, as the article's full RPS tables group them (inclusive).
@@ -95,10 +96,11 @@ def marks(codes, metric: str | None = None) -> str:
 
 
 def measured(value: float, lo: float, hi: float, codes=(), metric: str | None = None, digits: int = 1) -> str:
-    """"1195 [1185–1202] H": value, 95 % interval (when known) and flag marks."""
+    """"1195 [1185–1202] H": value, 95 % interval (when known) and flag marks; "failed" when no repetition
+    of the cell was measured because they failed (flag run_failed, no value)."""
     text = fmt(value, digits)
     if text == MISSING:
-        return text
+        return FAILED_CELL if "run_failed" in codes else text
     if not (math.isnan(lo) or math.isnan(hi)):
         text += f" [{fmt(lo, digits)}–{fmt(hi, digits)}]"
     mark = marks(codes, metric)
@@ -128,6 +130,13 @@ def baseline_memory(summary: pd.DataFrame) -> int:
     if (summary["memory_mb"] == DEFAULT_MEMORY_MB).any():
         return DEFAULT_MEMORY_MB
     return int(summary["memory_mb"].mode().iloc[0])
+
+
+def measured_only(summary: pd.DataFrame) -> pd.DataFrame:
+    """The conditions with at least one measured repetition (a summary from before failed_runs: all of them)."""
+    if "failed_runs" not in summary.columns or "repeats" not in summary.columns:
+        return summary
+    return summary[pd.to_numeric(summary["repeats"], errors="coerce").fillna(1) > 0]
 
 
 def runs_of(summary: pd.DataFrame, app: str | None = None, vcpu: float | None = None,
@@ -204,10 +213,15 @@ def environment_note(summary: pd.DataFrame) -> list[str]:
 
 def missing_note(display: pd.DataFrame) -> list[str]:
     count = int(display.apply(lambda col: col.astype(str).str.startswith(MISSING)).to_numpy().sum())
+    failed = int(display.apply(lambda col: col.astype(str).str.startswith(FAILED_CELL)).to_numpy().sum())
+    notes = []
     if count:
-        return [f"{count} cell(s) show {MISSING}: no run of the current matrix for them (the article's number, "
-                "where it has one, is in parentheses)."]
-    return []
+        notes.append(f"{count} cell(s) show {MISSING}: no run of the current matrix for them (the article's number, "
+                     "where it has one, is in parentheses).")
+    if failed:
+        notes.append(f"{failed} cell(s) show {FAILED_CELL}: every repetition of the condition failed (a process of the "
+                     "task died; summary.csv `failure` says which and why).")
+    return notes
 
 
 # --- the tables ------------------------------------------------------------------------------------
@@ -272,7 +286,8 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
     memory = baseline_memory(summary)
     article = refmod.change_points(ref)
     series = set()
-    rows = runs_of(summary, memory_mb=memory)
+    # A failed condition has no P99 to place in a sweep: the loads counted and assessed are the measured ones.
+    rows = measured_only(runs_of(summary, memory_mb=memory))
     rows = rows[rows["sidecar_count"] > 0]
     for (app, vcpu, sc), _ in rows.groupby(["app", "vcpu", "sidecar_count"]):
         series.add((app, float(vcpu), int(sc)))
