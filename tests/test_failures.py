@@ -243,11 +243,12 @@ class Killer(threading.Thread):
     """Waits until hey runs in the condition's load generator (the measured window has begun: no warm-up),
     lets the window run for `after_s`, then kills the task's process of `role` with SIGKILL."""
 
-    def __init__(self, client, condition: Condition, role: str, after_s: float = 1.5, timeout_s: float = 300):
+    def __init__(self, client, condition: Condition, role: str, after_s: float = 1.5, timeout_s: float = 1800):
         super().__init__(daemon=True)
         self.client, self.condition, self.role = client, condition, role
         self.after_s, self.timeout_s = after_s, timeout_s
         self.killed_pid: int | None = None
+        self.stop = threading.Event()  # set when the job is over: stop waiting for its window
         self.error: str | None = None
 
     def part(self, name: str):
@@ -258,7 +259,7 @@ class Killer(threading.Thread):
     def run(self) -> None:
         deadline = time.monotonic() + self.timeout_s  # the job may wait for another measurement's lease first
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not self.stop.is_set():
                 loadgen, task = self.part("loadgen"), self.part("task")
                 if loadgen is not None and task is not None and any(
                         "hey" in " ".join(p) for p in (loadgen.top().get("Processes") or [])):
@@ -286,7 +287,8 @@ def run_job(client, tmp_path, killer: Killer, on_failure: str, out: Path):
                                 [{"name": "local", "url": None}], image_refs(client, tmp_path), str(out),
                                 str(hosts.lock_dir()), on_failure=on_failure)
     finally:
-        killer.join(timeout=330)
+        killer.stop.set()
+        killer.join(timeout=60)
 
 
 def leftovers(client, condition: Condition) -> list:
@@ -385,6 +387,7 @@ def test_the_workflow_records_a_killed_run_as_failed_and_goes_on(client, tmp_pat
     try:
         done = snakemake(project, "results/failing/tables", "--config", "on_failure=record", timeout=900)
     finally:
+        killer.stop.set()
         killer.join(timeout=60)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
@@ -415,7 +418,7 @@ def test_an_oom_kill_inside_the_window_fails_the_run_even_if_the_app_survives(cl
     class Hog(Killer):
         def run(self) -> None:
             deadline = time.monotonic() + self.timeout_s
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not self.stop.is_set():
                 loadgen, task = self.part("loadgen"), self.part("task")
                 if loadgen is not None and task is not None and any(
                         "hey" in " ".join(p) for p in (loadgen.top().get("Processes") or [])):
