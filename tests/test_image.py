@@ -333,29 +333,6 @@ def test_second_ensure_without_changes_builds_nothing(client, images, caplog):
 
 
 @pytest.mark.docker
-def test_build_image_script_writes_the_ref_for_every_host(images, tmp_path):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import build_image
-
-    ref = tmp_path / "images" / "go-sidecar.json"
-    build_image.main(
-        variant="go-sidecar",
-        hosts=[{"name": "local", "url": None}],
-        base_image="debian:bookworm-slim",
-        base_fallback="debootstrap",
-        ref_path=ref,
-        # This module already holds the engine's lock in the machine-wide lock dir.
-        locks=tmp_path / "locks",
-    )
-    data = json.loads(ref.read_text())
-    assert data["tag"] == "sidecar-bench/task:go-sidecar"
-    assert data["hosts"] == {"local": images["go-sidecar"]}
-    assert data["base_image"] == images["base"]
-    assert data["inputs_digest"] == image.inputs_digest("go-sidecar", images["base"])
-    assert set(data["versions"]) == {"go", "python"}
-
-
-@pytest.mark.docker
 def test_failed_build_names_the_variant_and_shows_the_log_tail(client, images, task_dir):
     (task_dir / "app-go" / "main.go").write_text("package main\n\nfunc main() { undefinedThing() }\n")
     with pytest.raises(image.ImageError) as failure:
