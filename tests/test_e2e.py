@@ -167,6 +167,16 @@ def test_touching_a_file_without_changing_it_reruns_nothing(finished):
     assert dry_run(project).nothing_to_do
 
 
+def test_a_new_version_of_the_runner_script_remeasures_nothing(finished):
+    # The code rerun trigger is off (workflow/profiles/default): upgrading the tool must not
+    # re-measure hours of runs; what changes a run's result are its params and images.
+    project, _, _ = finished
+    with edited(project / "scripts" / "run_condition.py", "\n# edited\n"):
+        plan = dry_run(project)
+    assert plan.returncode == 0, plan.output
+    assert plan.conditions == set(), plan.output
+
+
 def test_editing_the_go_app_reruns_only_go_conditions(finished):
     project, _, _ = finished
     with edited(project / "task-image" / "app-go" / "main.go", "\n// edited\n"):

@@ -23,7 +23,7 @@ def copy_project(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("Snakefile", "config.yaml"):
         shutil.copy2(ROOT / name, dest / name)
-    for name in ("workflow", "scripts", "task-image"):
+    for name in ("profiles", "workflow", "scripts", "task-image"):
         shutil.copytree(ROOT / name, dest / name, ignore=IGNORED)
     return dest
 
