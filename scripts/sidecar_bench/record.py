@@ -202,9 +202,14 @@ def write_run(path: str | os.PathLike, rows_df: pd.DataFrame, meta: Mapping[str,
 
 
 def write_record(path: str | os.PathLike, record: RunRecord) -> Path:
+    table = record.rows.replace_schema_metadata({METADATA_KEY: json.dumps(record.meta, sort_keys=True).encode()})
+    return _write_atomically(path, table)
+
+
+def _write_atomically(path: str | os.PathLike, table: Any) -> Path:
+    """Write a Parquet table to a temporary name beside path, fsync, rename: never a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = record.rows.replace_schema_metadata({METADATA_KEY: json.dumps(record.meta, sort_keys=True).encode()})
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -264,22 +269,9 @@ def validate_failure(failure: Mapping[str, Any]) -> None:
 def write_failure(path: str | os.PathLike, failure: Mapping[str, Any]) -> Path:
     """Write a failure record (failure_record()) at a run file's path, atomically like a run file."""
     validate_failure(failure)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = SCHEMA.empty_table().replace_schema_metadata(
         {FAILURE_KEY: json.dumps(failure, sort_keys=True).encode()})
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            pq.write_table(table, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-    return path
+    return _write_atomically(path, table)
 
 
 def read_failure(path: str | os.PathLike) -> dict[str, Any] | None:
