@@ -4,7 +4,7 @@
 
 Copies results/<preset>/ summary.csv, runs_summary.csv, tables (Markdown and
 CSV), charts (PNG and SVG), the CPU-budget model's calibration, tables and charts
-(where made) and report.html (if made) into DEST, and writes
+(where made) into DEST, and writes
 DEST/provenance.json and DEST/PROVENANCE.md: the project's commit, the image
 ids, the host (CPU model, cores, kernel, cgroup and Docker versions), the first
 and last measured window, the settings (window, repetitions, warm-up, sidecar
@@ -127,7 +127,9 @@ def main(preset: str, dest: str, results: str = "results", title: str | None = N
     if not (source / "summary.parquet").exists():
         raise SystemExit(f"{source}/summary.parquet is missing: run snakemake --cores 1 --config preset={preset}")
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("summary.csv", "runs_summary.csv", "report.html"):
+    # Not report.html: it embeds every chart and data file (14 MB for the figure preset) and is
+    # made again from these files' preset with `snakemake --report`.
+    for name in ("summary.csv", "runs_summary.csv"):
         if (source / name).exists():
             shutil.copy2(source / name, out / name)
     # The CPU-budget model's outputs (calibration, model tables and charts, the burn comparison) where made.
