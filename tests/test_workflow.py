@@ -1,5 +1,6 @@
 """The real Snakefile, planned with `snakemake --dry-run` in a copy of the project."""
 
+import os
 import subprocess
 
 import docker
@@ -28,12 +29,17 @@ def test_article_matrix_plans_one_job_per_condition(project):
 def test_quick_preset_is_selected_from_the_command_line(project):
     plan = dry_run(project, "--config", "preset=quick")
     assert plan.returncode == 0, plan.output
-    assert plan.conditions == {
+    matrix = {
         "go_cpu0.25_mem2048_sc3_load00",
         "go_cpu0.25_mem2048_sc3_load05",
         "next_cpu0.25_mem2048_sc3_load00",
         "next_cpu0.25_mem2048_sc3_load05",
     }
+    # The model's calibration: each app alone at the preset's vCPU and with no limit (all the CPUs).
+    no_limit = f"{os.cpu_count() or 1:g}"
+    calibration = {f"{app}_cpu{vcpu}_mem2048_sc0_load00" for app in ("go", "next") for vcpu in ("0.25", no_limit)}
+    assert plan.conditions == matrix | calibration
+    assert plan.jobs["run_condition"] == 2 * len(matrix) and plan.jobs["run_calibration"] == 2 * len(calibration)
     assert "results/quick/summary.parquet" in plan.output
 
 
