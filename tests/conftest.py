@@ -1,6 +1,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -30,3 +32,17 @@ def wait_until(predicate, timeout: float, what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, what
         time.sleep(0.2)
+
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A client of the local engine. These tests are the point of the suite: no engine is a failure, not a skip."""
+    import docker
+
+    try:
+        c = docker.from_env()
+        c.ping()
+    except docker.errors.DockerException as err:
+        pytest.fail(f"no Docker engine answers ({err}); scripts/bench.sh test starts one")
+    return c

@@ -204,18 +204,6 @@ def test_breaking_points_assess_only_the_measured_loads(analysed):
 
 # ---- a process killed inside the measured window, on the real engine ---------------------------------------
 
-@pytest.fixture(scope="module")
-def client():
-    import docker
-
-    try:
-        c = docker.from_env()
-        c.ping()
-    except docker.errors.DockerException as err:
-        pytest.fail(f"no Docker engine answers ({err}); scripts/bench.sh test starts one")
-    return c
-
-
 def image_refs(client, tmp_path) -> dict:
     import docker
 

@@ -232,17 +232,6 @@ def image_for(client, tag):
         return client.images.get(image.ensure_variant(client, variant, base))
 
 
-@pytest.fixture(scope="module")
-def client():
-    # These tests are the point of the suite: no engine is a failure, not a skip.
-    try:
-        c = docker.from_env()
-        c.ping()
-    except docker.errors.DockerException as err:
-        pytest.fail(f"no Docker engine answers ({err}); scripts/bench.sh test starts one")
-    return c
-
-
 @pytest.fixture()
 def engine():
     """The engine's measurement lock, for tests that measure without job.main."""

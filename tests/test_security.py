@@ -25,16 +25,6 @@ from sidecar_bench import hosts, image, runner
 from sidecar_bench.conditions import Condition, LoadSettings
 
 
-@pytest.fixture(scope="module")
-def client():
-    try:
-        c = docker.from_env()
-        c.ping()
-    except docker.errors.DockerException as err:
-        pytest.fail(f"no Docker engine answers ({err}); scripts/bench.sh test starts one")
-    return c
-
-
 @pytest.fixture()
 def engine():
     yield from hold_engine("tests/test_security.py")

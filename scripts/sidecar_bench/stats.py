@@ -82,6 +82,21 @@ SLOW_PERIODS = (1, 2, 3)
 REPEAT_FILE = re.compile(r"^rep(\d+)\.parquet$")
 
 
+def _identity(condition: dict, load: dict) -> dict[str, Any]:
+    """A run row's condition and load columns, for measured runs and failure records alike."""
+    return {
+        "app": condition.get("app"),
+        "vcpu": _num(condition.get("vcpu")),
+        "memory_mb": int(condition.get("memory_mb")),
+        "sidecar_count": int(condition.get("sidecar_count")),
+        "sidecar_load_pct": _num(condition.get("sidecar_load_pct")),
+        "total_sidecar_load_pct": _num(condition.get("total_sidecar_load_pct")),
+        "duration_s": _num(load.get("duration_s")),
+        "concurrency": load.get("concurrency"),
+        "warmup_s": _num(load.get("warmup_s")),
+    }
+
+
 def nearest_rank(sorted_values: np.ndarray, p: float) -> float:
     """Nearest-rank percentile of already sorted values: the ceil(p/100 * n)-th smallest."""
     n = len(sorted_values)
@@ -218,15 +233,7 @@ def summarise_samples(samples: RunSamples) -> dict[str, Any]:
     row: dict[str, Any] = {
         "condition_id": condition.get("id", path.stem),
         "repeat": repeat_of(path, meta),
-        "app": condition.get("app"),
-        "vcpu": _num(condition.get("vcpu")),
-        "memory_mb": int(condition.get("memory_mb")),
-        "sidecar_count": int(condition.get("sidecar_count")),
-        "sidecar_load_pct": _num(condition.get("sidecar_load_pct")),
-        "total_sidecar_load_pct": _num(condition.get("total_sidecar_load_pct")),
-        "duration_s": _num(load.get("duration_s")),
-        "concurrency": load.get("concurrency"),
-        "warmup_s": _num(load.get("warmup_s")),
+        **_identity(condition, load),
         "wall_s": wall_s,
         "load_s": load_s,
         "cgroup_wall_s": cpu_wall_s,
@@ -312,15 +319,7 @@ def failed_run_row(path: str | Path, failure: dict[str, Any]) -> dict[str, Any]:
     row.update({
         "condition_id": condition["id"],
         "repeat": int(failure["repeat"]),
-        "app": condition.get("app"),
-        "vcpu": _num(condition.get("vcpu")),
-        "memory_mb": int(condition.get("memory_mb")),
-        "sidecar_count": int(condition.get("sidecar_count")),
-        "sidecar_load_pct": _num(condition.get("sidecar_load_pct")),
-        "total_sidecar_load_pct": _num(condition.get("total_sidecar_load_pct")),
-        "duration_s": _num(load.get("duration_s")),
-        "concurrency": load.get("concurrency"),
-        "warmup_s": _num(load.get("warmup_s")),
+        **_identity(condition, load),
         "cgroup_source": None,
         "cap_reached": False,
         "oom_killed": bool(failure.get("oom_killed")),
