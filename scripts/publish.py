@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +62,19 @@ def provenance(results: Path, preset: str, measured_commit: str | None = None) -
     metas = [read_meta(path) for path in runs["run_file"]]
     starts = sorted(meta["window"]["start"] for meta in metas)
     ends = sorted(meta["window"]["end"] for meta in metas)
+    # The calibration's own runs (the app alone where the matrix has no such cell): often
+    # measured at another time than the matrix, so their window is stated apart.
+    calibration_metas = [read_meta(path) for path in sorted((base / "calibration" / "runs").glob("*/rep*.parquet"))]
+    busy = (pd.to_numeric(runs["host_busy_pct"], errors="coerce").dropna() if "host_busy_pct" in runs.columns
+            else pd.Series(dtype=float))
     loads = {json.dumps({k: meta["load"].get(k) for k in ("duration_s", "warmup_s", "concurrency", "sidecar_burn")},
                         sort_keys=True) for meta in metas}
     flagged = {code: int(summary[f"flag_{code}"].sum()) for code in flagmod.CODES if f"flag_{code}" in summary}
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
-    recorded = sorted({str(meta["environment"]["project_commit"]) for meta in metas
+    recorded = sorted({str(meta["environment"]["project_commit"]) for meta in [*metas, *calibration_metas]
                        if (meta.get("environment") or {}).get("project_commit")})
-    unrecorded = sum(1 for meta in metas if not (meta.get("environment") or {}).get("project_commit"))
+    unrecorded = sum(1 for meta in [*metas, *calibration_metas]
+                     if not (meta.get("environment") or {}).get("project_commit"))
     measured = recorded + ([f"{measured_commit} (given)" if measured_commit else "not recorded"] if unrecorded else [])
     return {
         "preset": preset,
@@ -80,6 +88,13 @@ def provenance(results: Path, preset: str, measured_commit: str | None = None) -
         "settings": [json.loads(text) for text in sorted(loads)],
         "measured_from": starts[0] if starts else None,
         "measured_to": ends[-1] if ends else None,
+        "calibration_runs": len(calibration_metas),
+        "calibration_measured_from": min((m["window"]["start"] for m in calibration_metas), default=None),
+        "calibration_measured_to": max((m["window"]["end"] for m in calibration_metas), default=None),
+        # How busy the host's CPUs were during the runs (the task's quota included): a set
+        # measured beside other work shows it here.
+        "host_busy_pct": {"median": round(float(busy.median()), 1), "max": round(float(busy.max()), 1)}
+        if len(busy) else None,
         "host": {
             "hostname": _distinct(runs, "env_hostname"),
             "cpu_model": _distinct(runs, "env_cpu_model"),
@@ -107,6 +122,10 @@ def provenance_markdown(info: dict[str, Any], title: str) -> str:
         f"- preset `{info['preset']}`: {info['conditions']} conditions, {info['runs']} runs "
         f"(repeats {', '.join(map(str, info['repeats']))}); {settings}",
         f"- measured {info['measured_from']} to {info['measured_to']}",
+        *([f"- calibration: {info['calibration_runs']} runs of its own, measured {info['calibration_measured_from']} "
+           f"to {info['calibration_measured_to']}"] if info.get("calibration_runs") else []),
+        *([f"- host CPUs busy during the runs (the task included): median {info['host_busy_pct']['median']:g} %, "
+           f"at most {info['host_busy_pct']['max']:g} %"] if info.get("host_busy_pct") else []),
         f"- measured with commit {', '.join(info['measured_with_commit'])}",
         f"- analysed and published at commit {info['commit'][:12]} ({info['commit_subject']})"
         + (", with uncommitted changes" if info["uncommitted_changes"] else ""),
@@ -123,10 +142,33 @@ def provenance_markdown(info: dict[str, Any], title: str) -> str:
 
 def main(preset: str, dest: str, results: str = "results", title: str | None = None,
          measured_commit: str | None = None) -> dict[str, Any]:
-    source, out = Path(results) / preset, Path(dest)
+    source, final = Path(results) / preset, Path(dest)
     if not (source / "summary.parquet").exists():
         raise SystemExit(f"{source}/summary.parquet is missing: run snakemake --cores 1 --config preset={preset}")
-    out.mkdir(parents=True, exist_ok=True)
+    # The set is made beside DEST and swapped in whole: a published set never mixes files of two
+    # publications (a chart no longer made would otherwise stay) and is never half-written.
+    final.parent.mkdir(parents=True, exist_ok=True)
+    out = Path(tempfile.mkdtemp(prefix=f".{final.name}.new-", dir=final.parent))
+    try:
+        info = _write_set(source, out, results, preset, title, measured_commit)
+        if final.exists():
+            old = final.with_name(f".{final.name}.old-{os.getpid()}")
+            final.rename(old)
+            out.rename(final)
+            shutil.rmtree(old)
+        else:
+            out.rename(final)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    print(f"published {source} -> {final}: {info['conditions']} conditions, {info['runs']} runs, "
+          f"{info['flagged_conditions']} flagged", file=sys.stderr)
+    return info
+
+
+def _write_set(source: Path, out: Path, results: str, preset: str, title: str | None,
+               measured_commit: str | None) -> dict[str, Any]:
+    out.chmod(0o755)
     # Not report.html: it embeds every chart and data file (14 MB for the figure preset) and is
     # made again from these files' preset with `snakemake --report`.
     for name in ("summary.csv", "runs_summary.csv"):
@@ -146,8 +188,6 @@ def main(preset: str, dest: str, results: str = "results", title: str | None = N
     info = provenance(Path(results), preset, measured_commit)
     (out / "provenance.json").write_text(json.dumps(info, indent=2) + "\n")
     (out / "PROVENANCE.md").write_text(provenance_markdown(info, title or f"How `{preset}` was measured"))
-    print(f"published {source} -> {out}: {info['conditions']} conditions, {info['runs']} runs, "
-          f"{info['flagged_conditions']} flagged", file=sys.stderr)
     return info
 
 

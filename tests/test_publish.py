@@ -61,3 +61,49 @@ def test_the_measured_commit_comes_from_the_run_files_or_is_said_to_be_missing(t
     commit = project_commit()
     assert len(commit.removesuffix("-dirty")) == 40
     assert project_commit(tmp_path) == "unknown"
+
+
+def test_a_republished_set_replaces_the_old_one_whole_and_states_the_calibration_window(tmp_path):
+    base = tmp_path / "results" / "demo"
+    paths = [write_model_run(base / "runs", Condition("go", 0.5, 2048, 1, 25), duration_s=5)]
+    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
+                        base / "runs_summary.csv")
+    write_model_run(base / "calibration" / "runs", Condition("go", 2, 2048, 0, 0), duration_s=5)
+    out = tmp_path / "published" / "demo"
+    publish.main("demo", str(out), str(tmp_path / "results"))
+    (out / "charts").mkdir()
+    (out / "charts" / "a_chart_no_longer_made.png").write_bytes(b"")
+    info = publish.main("demo", str(out), str(tmp_path / "results"), title="Demo, again")
+    assert not (out / "charts" / "a_chart_no_longer_made.png").exists()
+    # Nothing of the swap stays beside the set.
+    assert sorted(p.name for p in out.parent.iterdir()) == ["demo"]
+    assert info["calibration_runs"] == 1
+    assert info["calibration_measured_from"] < info["calibration_measured_to"]
+    assert info["host_busy_pct"]["max"] >= info["host_busy_pct"]["median"] > 0
+    text = (out / "PROVENANCE.md").read_text()
+    assert text.startswith("# Demo, again\n")
+    assert "- calibration: 1 runs of its own, measured " in text
+    assert "host CPUs busy during the runs" in text
+
+
+def test_a_failed_publication_leaves_the_published_set_as_it_was(tmp_path, monkeypatch):
+    base = tmp_path / "results" / "demo"
+    paths = [write_model_run(base / "runs", Condition("go", 0.5, 2048, 1, 25), duration_s=5)]
+    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
+                        base / "runs_summary.csv")
+    out = tmp_path / "published" / "demo"
+    publish.main("demo", str(out), str(tmp_path / "results"))
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(publish, "provenance_markdown", broken)
+    try:
+        publish.main("demo", str(out), str(tmp_path / "results"))
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the publication should have failed")
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["demo"]

@@ -1,0 +1,81 @@
+"""Taking over another preset's runs: only the same condition, measured the same way on the image built now."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from sidecar_bench.conditions import Condition
+from sidecar_bench.synthetic import write_model_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import adopt_runs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = Condition("go", 0.5, 2048, 1, 25)
+OTHER = Condition("go", 0.25, 2048, 3, 5)
+
+
+def config_file(tmp_path: Path, target_load: dict) -> Path:
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["sets"]["small"] = dict(app=["go"], vcpu=[0.5], memory_mb=[2048], sidecar_count=[1], sidecar_load_pct=[25])
+    config["sets"]["both"] = dict(app=["go"], vcpu=[0.25, 0.5], memory_mb=[2048], sidecar_count=[1, 3],
+                                  sidecar_load_pct=[5, 25])
+    config["presets"]["from"] = {"sets": ["both"], "repeats": 3, "load": {"duration_s": 5, "warmup_s": 0}}
+    config["presets"]["to"] = {"sets": ["small"], "repeats": 2, "load": target_load}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def measured(tmp_path: Path) -> Path:
+    results = tmp_path / "results"
+    runs = results / "from" / "runs"
+    for repeat in (1, 2, 3):
+        write_model_run(runs, SMALL, duration_s=5, repeat=repeat)
+    write_model_run(runs, OTHER, duration_s=5)
+    images = results / "images"
+    images.mkdir(parents=True)
+    record = images / "go-sidecar.json"
+    record.write_text(json.dumps({"hosts": {"local": "sha256:synthetic"}}))
+    os.utime(record, (1, 1))  # built before the runs
+    return results
+
+
+def test_the_same_condition_measured_the_same_way_is_taken_over_and_nothing_else(tmp_path):
+    results = measured(tmp_path)
+    config = config_file(tmp_path, {"duration_s": 5, "warmup_s": 0})
+    adopted, left = adopt_runs.main("from", "to", str(results), config, dry_run=True)
+    assert len(adopted) == 2 and not (results / "to").exists()
+
+    adopted, left = adopt_runs.main("from", "to", str(results), config)
+    dest = results / "to" / "runs" / SMALL.id
+    assert sorted(p.name for p in dest.iterdir()) == ["rep1.parquet", "rep2.parquet"]
+    source = results / "from" / "runs" / SMALL.id / "rep1.parquet"
+    assert (dest / "rep1.parquet").read_bytes() == source.read_bytes()
+    assert (dest / "rep1.parquet").stat().st_mtime_ns == source.stat().st_mtime_ns
+    assert left == {"not a condition of to": 1, "repetition above to's 2": 1}
+
+    # Nothing is taken twice or overwritten.
+    adopted, left = adopt_runs.main("from", "to", str(results), config)
+    assert adopted == [] and left["to has it already"] == 2
+
+
+def test_other_load_settings_or_another_image_keep_a_run_out(tmp_path):
+    results = measured(tmp_path)
+    adopted, left = adopt_runs.main("from", "to", str(results), config_file(tmp_path, {"duration_s": 10, "warmup_s": 0}))
+    assert adopted == [] and left["other load settings"] == 2
+
+    config = config_file(tmp_path, {"duration_s": 5, "warmup_s": 0})
+    record = results / "images" / "go-sidecar.json"
+    record.write_text(json.dumps({"hosts": {"local": "sha256:rebuilt"}}))
+    os.utime(record, (1, 1))
+    adopted, left = adopt_runs.main("from", "to", str(results), config)
+    assert adopted == [] and left["measured on another task image than the one built now"] == 2
+
+    # The same image, but its record is newer than the runs: Snakemake would measure them again.
+    record.write_text(json.dumps({"hosts": {"local": "sha256:synthetic"}}))
+    adopted, left = adopt_runs.main("from", "to", str(results), config)
+    assert adopted == [] and left["older than the task image's record"] == 2
