@@ -39,7 +39,6 @@ from sidecar_bench.record import FailedRunError, RunFileError  # noqa: E402
 from sidecar_bench.runfile import read_meta  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-LOAD_KEYS = ("duration_s", "warmup_s", "concurrency", "sidecar_burn")
 
 
 def _experiment(config: dict[str, Any], preset: str):
@@ -59,7 +58,7 @@ def _built_images(path: Path) -> set[str]:
 def plan(config: dict[str, Any], source: str, target: str, results: Path) -> tuple[list[tuple[Path, Path]], Counter]:
     """[(from, to)] of the runs TO can take over, and a count of the runs left, by reason."""
     want = _experiment(config, target)
-    load = {key: want.load.measured()[key] for key in LOAD_KEYS}
+    load = want.load.measured()  # the settings that can change a measurement
     conditions = {c.id: c for c in want.conditions}
     adopt, left = [], Counter()
     for path in sorted((results / source / "runs").glob("*/rep*.parquet")):
@@ -82,7 +81,7 @@ def plan(config: dict[str, Any], source: str, target: str, results: Path) -> tup
         except RunFileError:
             left["not a readable run file"] += 1
             continue
-        measured = {key: meta["load"].get(key, "wall" if key == "sidecar_burn" else None) for key in LOAD_KEYS}
+        measured = {key: meta["load"].get(key, "wall" if key == "sidecar_burn" else None) for key in load}
         if measured != load:
             left["other load settings"] += 1
             continue
