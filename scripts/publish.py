@@ -8,8 +8,9 @@ CSV), charts (PNG and SVG), the CPU-budget model's calibration, tables and chart
 DEST/provenance.json and DEST/PROVENANCE.md: the project's commit, the image
 ids, the host (CPU model, cores, kernel, cgroup and Docker versions), the first
 and last measured window, the settings (window, repetitions, warm-up, sidecar
-burn mode, concurrency) and how many conditions were flagged, by flag. Raw run
-files are never copied (they stay out of git).
+burn mode, concurrency) and how many conditions were flagged, by flag, and
+DEST/report.html: the provenance, every chart and every table on one
+self-contained page. Raw run files are never copied (they stay out of git).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sidecar_bench import flags as flagmod  # noqa: E402
+from sidecar_bench import set_report  # noqa: E402
 from sidecar_bench.runfile import read_meta  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,8 +171,8 @@ def main(preset: str, dest: str, results: str = "results", title: str | None = N
 def _write_set(source: Path, out: Path, results: str, preset: str, title: str | None,
                measured_commit: str | None) -> dict[str, Any]:
     out.chmod(0o755)
-    # Not report.html: it embeds every chart and data file (14 MB for the figure preset) and is
-    # made again from these files' preset with `snakemake --report`.
+    # Not snakemake's report.html: it embeds every chart as PNG and HTML and every data file (14 MB
+    # for the figure preset). The set gets its own report.html below, made from its files.
     for name in ("summary.csv", "runs_summary.csv"):
         if (source / name).exists():
             shutil.copy2(source / name, out / name)
@@ -187,7 +189,9 @@ def _write_set(source: Path, out: Path, results: str, preset: str, title: str | 
             shutil.copy2(path, out / sub / path.name)
     info = provenance(Path(results), preset, measured_commit)
     (out / "provenance.json").write_text(json.dumps(info, indent=2) + "\n")
-    (out / "PROVENANCE.md").write_text(provenance_markdown(info, title or f"How `{preset}` was measured"))
+    title = title or f"How `{preset}` was measured"
+    (out / "PROVENANCE.md").write_text(provenance_markdown(info, title))
+    set_report.write(out, title.replace("`", ""))
     return info
 
 

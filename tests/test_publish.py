@@ -33,6 +33,8 @@ def test_published_set_carries_its_provenance(tmp_path):
     assert "2 conditions, 4 runs (repeats 2)" in text
     assert "host_bound" in text
     assert (out / "summary.csv").exists() and (out / "runs_summary.csv").exists()
+    page = (out / "report.html").read_text()
+    assert "<h2 id=\"provenance\">Provenance</h2>" in page and "2 conditions, 4 runs (repeats 2)" in page
 
 
 def test_the_measured_commit_comes_from_the_run_files_or_is_said_to_be_missing(tmp_path):
@@ -107,3 +109,27 @@ def test_a_failed_publication_leaves_the_published_set_as_it_was(tmp_path, monke
         raise AssertionError("the publication should have failed")
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in out.parent.iterdir()) == ["demo"]
+
+
+def test_the_set_report_stands_alone_with_every_chart_and_table(tmp_path):
+    from sidecar_bench import set_report
+
+    (tmp_path / "charts").mkdir()
+    (tmp_path / "charts" / "rps_retained.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"></svg>')
+    (tmp_path / "charts" / "rps_retained.png").write_bytes(b"\x89PNG")
+    (tmp_path / "model" / "charts").mkdir(parents=True)
+    (tmp_path / "model" / "charts" / "only_png.png").write_bytes(b"\x89PNG")
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "load_sweep_go.md").write_text(
+        "# Go <sweep>\n\n| Total load | RPS |\n|---|---|\n| 0% | 797 [773–819] |\n| 15% | 508 S ± |\n\n"
+        "- a note with `code` and a [link](tables/x.md)\n  that goes on\n- another\n")
+    (tmp_path / "PROVENANCE.md").write_text("# Demo\n\n- preset `demo`: 2 conditions\n")
+    page = set_report.write(tmp_path, "Demo & more").read_text()
+    assert "<title>Demo &amp; more</title>" in page
+    assert "<h3>Go &lt;sweep&gt;</h3>" in page  # a table's heading sits under its section
+    assert "<th>Total load</th><th>RPS</th>" in page and "<td>797 [773–819]</td>" in page
+    assert "<li>a note with <code>code</code> and a link that goes on</li>" in page
+    assert "<li>preset <code>demo</code>: 2 conditions</li>" in page
+    # Charts as their SVG where made (not twice), as PNG otherwise; nothing is fetched from elsewhere.
+    assert page.count("data:image/svg+xml;base64,") == 1 and page.count("data:image/png;base64,") == 1
+    assert "src=\"http" not in page and "<script" not in page
