@@ -40,7 +40,8 @@ PRESET = "slurm"
 # are this module's own, whoever else measures on the engine meanwhile.
 MEMORY_MB = 640
 CONDITIONS = {f"go_cpu0.5_mem{MEMORY_MB}_sc0_load00", f"go_cpu0.5_mem{MEMORY_MB}_sc1_load10"}
-DURATION_S = 4
+# Long enough that a measurement seen running is still running when the test presses Ctrl-C.
+DURATION_S = 8
 PROJECT_LABEL = "org.sidecar-bench.project=sidecar-bench"
 SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", re.M)
 
@@ -197,21 +198,24 @@ def test_ctrl_c_cancels_the_running_slurm_job_and_a_rerun_measures_only_what_is_
     try:
         # Wait until one second repetition has landed and another is being measured.
         # (Long: on a shared machine a job may wait for the engine while others measure.)
+        # Ctrl-C follows the check at once: a measurement seen starting then still has most of its
+        # DURATION_S to go (the job cannot have ended in between, which would leave nothing to cancel).
         deadline = time.monotonic() + 1500
-        running = []
+        running, slurm_running = [], []
         while time.monotonic() < deadline and proc.poll() is None:
             landed = measured_files(project, repeat=2)
             running = [c for c in our_containers(before)
                        if c["Labels"].get("org.sidecar-bench.part") == "task" and c["State"] == "running"
                        and not any(f"/{c['Labels']['org.sidecar-bench.condition']}/" in f for f in landed)]
             if landed and running:
-                break
+                slurm_running = [j for j, state in cluster.job_states().items() if state == "RUNNING"]
+                if slurm_running:
+                    break
             time.sleep(0.2)
         assert landed and running, (tmp_path / "snakemake-2.out").read_text()[-4000:]
-        interrupted = running[0]["Labels"]["org.sidecar-bench.condition"]
-        slurm_running = [j for j, state in cluster.job_states().items() if state == "RUNNING"]
-        assert len(slurm_running) == 1, cluster.job_states()
         os.killpg(proc.pid, signal.SIGINT)
+        interrupted = running[0]["Labels"]["org.sidecar-bench.condition"]
+        assert len(slurm_running) == 1, cluster.job_states()
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
