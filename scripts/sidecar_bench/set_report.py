@@ -106,27 +106,22 @@ def markdown_to_html(text: str, shift: int = 0) -> str:
     return "\n".join(out)
 
 
+MIME = {".svg": "image/svg+xml", ".png": "image/png"}
+
+
 def _chart(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     title = path.stem.replace("_", " ")
     return (f'<figure id="{html.escape(path.parent.name)}-{html.escape(path.stem)}">'
-            f'<img alt="{html.escape(title)}" src="data:image/svg+xml;base64,{data}">'
-            f"<figcaption>{html.escape(path.name)} (the PNG beside it in the set is the same chart)</figcaption>"
-            "</figure>")
+            f'<img alt="{html.escape(title)}" src="data:{MIME[path.suffix]};base64,{data}">'
+            f"<figcaption>{html.escape(path.name)}</figcaption></figure>")
 
 
 def _charts(folder: Path) -> list[tuple[str, str]]:
     """(name, html) for every chart in folder: its SVG, or its PNG where no SVG was made."""
-    found = []
-    for path in sorted(folder.glob("*.svg")):
-        found.append((path.stem, _chart(path)))
-    for path in sorted(folder.glob("*.png")):
-        if not path.with_suffix(".svg").exists():
-            data = base64.b64encode(path.read_bytes()).decode("ascii")
-            found.append((path.stem, f'<figure><img alt="{html.escape(path.stem)}" '
-                                     f'src="data:image/png;base64,{data}"><figcaption>{html.escape(path.name)}'
-                                     "</figcaption></figure>"))
-    return found
+    paths = sorted(folder.glob("*.svg")) + [p for p in sorted(folder.glob("*.png"))
+                                            if not p.with_suffix(".svg").exists()]
+    return [(path.stem, _chart(path)) for path in paths]
 
 
 def _tables(folder: Path) -> list[tuple[str, str]]:
