@@ -339,7 +339,8 @@ def test_with_record_a_killed_sidecar_becomes_a_failure_record_shown_as_failed(c
 
 @pytest.mark.docker
 def test_with_record_an_app_killed_for_memory_is_recorded_as_oom_killed(client, tmp_path):
-    # Go with three Python sidecars in 12 MiB is OOM-killed every time, before it answers (test_runner.py).
+    # Go with three Python sidecars in 12 MiB is OOM-killed every time (test_runner.py): mostly before
+    # it answers, sometimes a moment after, inside the window; both are recorded with their phase.
     from sidecar_bench import hosts
 
     condition = Condition("go", 1, 12, 3, 5)
@@ -348,9 +349,10 @@ def test_with_record_an_app_killed_for_memory_is_recorded_as_oom_killed(client, 
                     [{"name": "local", "url": None}], image_refs(client, tmp_path), str(out), str(hosts.lock_dir()),
                     repeat=2, on_failure="record")
     failure = record.read_failure(path)
-    assert failure["oom_killed"] is True and failure["phase"] == "start" and failure["repeat"] == 2
+    assert failure["oom_killed"] is True and failure["phase"] in ("start", "window") and failure["repeat"] == 2
     assert "It was OOM-killed: raise memory_mb" in failure["error"]
-    assert record.failure_text(failure).startswith(f"{condition.id} rep 2 failed before the measured window: ")
+    where = "before" if failure["phase"] == "start" else "inside"
+    assert record.failure_text(failure).startswith(f"{condition.id} rep 2 failed {where} the measured window: ")
     assert leftovers(client, condition) == []
 
 

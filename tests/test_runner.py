@@ -329,12 +329,13 @@ def test_cpu_burning_sidecars_get_most_of_their_load_under_throttling(client, en
 @pytest.mark.docker
 def test_app_killed_for_memory_fails_with_the_reason_and_leaves_nothing(client, engine, tmp_path):
     # Go with three Python sidecars in 12 MiB: their anonymous memory gets the task OOM-killed every
-    # time (Next.js alone in 16 MiB sometimes only thrashes on its file pages until the ready timeout).
+    # time, mostly before the app answers, sometimes just after (Next.js alone in 16 MiB sometimes
+    # only thrashes on its file pages until the ready timeout).
     image_for(client, "sidecar-bench/task:go-sidecar")
     condition = Condition("go", 1, 12, 3, 5)
     out = tmp_path / "run.parquet"
-    with pytest.raises(runner.RunError, match=r"go_cpu1_mem12_sc3_load05: the app exited .*OOM-killed True\). It was "
-                                              r"OOM-killed: raise memory_mb"):
+    with pytest.raises(runner.RunError, match=r"go_cpu1_mem12_sc3_load05: the app (exited|stopped during the measured "
+                                              r"window)\b.*OOM-killed True\). It was OOM-killed: raise memory_mb"):
         runner.run_condition(client, condition, LoadSettings(duration_s=3, ready_timeout_s=30),
                              "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest", out)
     assert not out.exists() and leftovers(client, condition) == []
