@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,31 @@ def _distinct(frame: pd.DataFrame, column: str) -> list[Any]:
     for value in frame[column].dropna():
         values.update(str(value).split(";"))
     return sorted(values)
+
+
+# Runs further apart than this (from one window's end to the next one's start) belong to two
+# stretches of measurement: a set measured in several sittings, or partly adopted from another
+# preset's runs, says when each part was measured and with which commit.
+STRETCH_GAP_S = 600
+
+
+def stretches(metas: list[dict[str, Any]], gap_s: float = STRETCH_GAP_S) -> list[dict[str, Any]]:
+    """The runs grouped into stretches of measurement: first start, last end, runs, commits."""
+    timed = sorted(((datetime.fromisoformat(m["window"]["start"]), datetime.fromisoformat(m["window"]["end"]), m)
+                    for m in metas), key=lambda item: item[0])
+    groups: list[list[tuple[datetime, datetime, dict[str, Any]]]] = []
+    for item in timed:
+        if groups and (item[0] - max(end for _, end, _ in groups[-1])).total_seconds() <= gap_s:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return [{
+        "from": group[0][2]["window"]["start"],
+        "to": max(group, key=lambda item: item[1])[2]["window"]["end"],
+        "runs": len(group),
+        "commits": sorted({str((m.get("environment") or {}).get("project_commit") or "not recorded")
+                           for _, _, m in group}),
+    } for group in groups]
 
 
 def provenance(results: Path, preset: str, measured_commit: str | None = None) -> dict[str, Any]:
@@ -90,6 +116,7 @@ def provenance(results: Path, preset: str, measured_commit: str | None = None) -
         "settings": [json.loads(text) for text in sorted(loads)],
         "measured_from": starts[0] if starts else None,
         "measured_to": ends[-1] if ends else None,
+        "stretches": stretches(metas),
         "calibration_runs": len(calibration_metas),
         "calibration_measured_from": min((m["window"]["start"] for m in calibration_metas), default=None),
         "calibration_measured_to": max((m["window"]["end"] for m in calibration_metas), default=None),
@@ -123,7 +150,10 @@ def provenance_markdown(info: dict[str, Any], title: str) -> str:
         f"# {title}", "",
         f"- preset `{info['preset']}`: {info['conditions']} conditions, {info['runs']} runs "
         f"(repeats {', '.join(map(str, info['repeats']))}); {settings}",
-        f"- measured {info['measured_from']} to {info['measured_to']}",
+        f"- measured {info['measured_from']} to {info['measured_to']}"
+        + (f", in {len(info['stretches'])} stretches:" if len(info.get("stretches") or []) > 1 else ""),
+        *([f"  - {s['from']} to {s['to']}: {s['runs']} runs, commit {', '.join(c[:12] for c in s['commits'])}"
+           for s in info["stretches"]] if len(info.get("stretches") or []) > 1 else []),
         *([f"- calibration: {info['calibration_runs']} runs of its own, measured {info['calibration_measured_from']} "
            f"to {info['calibration_measured_to']}"] if info.get("calibration_runs") else []),
         *([f"- host CPUs busy during the runs (the task included): median {info['host_busy_pct']['median']:g} %, "

@@ -133,3 +133,28 @@ def test_the_set_report_stands_alone_with_every_chart_and_table(tmp_path):
     # Charts as their SVG where made (not twice), as PNG otherwise; nothing is fetched from elsewhere.
     assert page.count("data:image/svg+xml;base64,") == 1 and page.count("data:image/png;base64,") == 1
     assert "src=\"http" not in page and "<script" not in page
+
+
+def test_a_set_measured_in_several_sittings_says_when_each_part_was_measured():
+    def meta(start, end, commit):
+        return {"window": {"start": f"2026-12-01T{start}+00:00", "end": f"2026-12-01T{end}+00:00"},
+                "environment": {"project_commit": commit}}
+
+    metas = [meta("12:05:00", "12:05:10", "c00918e"), meta("09:56:02", "09:56:12", "2b6a71e"),
+             meta("09:56:20", "09:56:30", "2b6a71e-dirty"), meta("12:05:20", "12:05:30", "c00918e"),
+             meta("12:14:00", "12:14:10", "c00918e"), meta("12:58:16", "12:58:26", "488c26f")]
+    parts = publish.stretches(metas)
+    # 12:05:30 -> 12:14:00 is within ten minutes: one sitting; 12:14:10 -> 12:58:16 is not.
+    assert [(p["from"][11:19], p["to"][11:19], p["runs"]) for p in parts] == [
+        ("09:56:02", "09:56:30", 2), ("12:05:00", "12:14:10", 3), ("12:58:16", "12:58:26", 1)]
+    assert parts[0]["commits"] == ["2b6a71e", "2b6a71e-dirty"] and parts[2]["commits"] == ["488c26f"]
+    assert len(publish.stretches(metas, gap_s=3600)) == 1
+    info = {"preset": "article", "conditions": 1, "runs": 6, "repeats": [3], "settings": [], "stretches": parts,
+            "measured_from": parts[0]["from"], "measured_to": parts[-1]["to"], "measured_with_commit": [],
+            "commit": "0" * 40, "commit_subject": "s", "uncommitted_changes": False,
+            "host": {k: [] for k in ("cpu_model", "cpu_count", "kernel", "cgroup_version", "docker_version",
+                                     "hey_version")},
+            "images": {"task": [], "loadgen": []}, "requests": {"successful": 0, "errors": 0},
+            "flagged_conditions": 0, "flagged_by_flag": {}}
+    text = publish.provenance_markdown(info, "t")
+    assert "in 3 stretches:" in text and "  - 2026-12-01T12:05:00+00:00 to 2026-12-01T12:14:10+00:00: 3 runs" in text
