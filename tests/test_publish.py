@@ -148,7 +148,7 @@ def test_a_set_measured_in_several_sittings_says_when_each_part_was_measured():
     assert [(p["from"][11:19], p["to"][11:19], p["runs"]) for p in parts] == [
         ("09:56:02", "09:56:30", 2), ("12:05:00", "12:14:10", 3), ("12:58:16", "12:58:26", 1)]
     assert parts[0]["commits"] == ["2b6a71e", "2b6a71e-dirty"] and parts[2]["commits"] == ["488c26f"]
-    assert len(publish.stretches(metas, gap_s=3600)) == 1
+    assert len(publish.stretches(metas, gap_s=3 * 3600)) == 1
     info = {"preset": "article", "conditions": 1, "runs": 6, "repeats": [3], "settings": [], "stretches": parts,
             "measured_from": parts[0]["from"], "measured_to": parts[-1]["to"], "measured_with_commit": [],
             "commit": "0" * 40, "commit_subject": "s", "uncommitted_changes": False,
