@@ -140,6 +140,12 @@ def provenance(results: Path, preset: str, measured_commit: str | None = None) -
     }
 
 
+def _short(commit: str) -> str:
+    """A commit as 12 hex digits, keeping a "-dirty" (or any other) suffix: 2b6a71effdd7-dirty."""
+    digits, dash, suffix = commit.partition("-")
+    return digits[:12] + dash + suffix
+
+
 def provenance_markdown(info: dict[str, Any], title: str) -> str:
     host = info["host"]
     settings = "; ".join(
@@ -152,7 +158,7 @@ def provenance_markdown(info: dict[str, Any], title: str) -> str:
         f"(repeats {', '.join(map(str, info['repeats']))}); {settings}",
         f"- measured {info['measured_from']} to {info['measured_to']}"
         + (f", in {len(info['stretches'])} stretches:" if len(info.get("stretches") or []) > 1 else ""),
-        *([f"  - {s['from']} to {s['to']}: {s['runs']} runs, commit {', '.join(c[:12] for c in s['commits'])}"
+        *([f"  - {s['from']} to {s['to']}: {s['runs']} runs, commit {', '.join(_short(c) for c in s['commits'])}"
            for s in info["stretches"]] if len(info.get("stretches") or []) > 1 else []),
         *([f"- calibration: {info['calibration_runs']} runs of its own, measured {info['calibration_measured_from']} "
            f"to {info['calibration_measured_to']}"] if info.get("calibration_runs") else []),

@@ -168,3 +168,26 @@ def test_per_second_chart_shows_the_first_repetition_at_no_load_and_the_highest(
     assert set(data["load"]) == {"0% load", "45% load (S ‡)"}
     assert set(data["repeat"]) == {1} and data["p99_ms"].max() == pytest.approx(100.0)
     assert data.groupby("load")["responses"].sum().to_dict() == {"0% load": 1000, "45% load (S ‡)": 1000}
+
+
+def test_memory_chart_compares_each_apps_rps_with_its_own_2048_mb_cell():
+    from sidecar_bench.charts import memory_chart, memory_data
+
+    ref = reference.load_reference(REFERENCE)
+    rows = []
+    for memory_mb, rps in ((512, 250.0), (2048, 400.0), (4096, 440.0)):
+        rows.append({"condition_id": f"next_cpu1_mem{memory_mb}_sc3_load15", "app": "next", "vcpu": 1.0,
+                     "memory_mb": memory_mb, "sidecar_count": 3, "sidecar_load_pct": 15.0,
+                     "total_sidecar_load_pct": 45.0, "rps": rps, "rps_lo": rps - 40, "rps_hi": rps + 40,
+                     "flags": "noisy" if memory_mb == 512 else "", "repeats": 3, "failed_runs": 0})
+    summary = pd.DataFrame(rows)
+    data = memory_data(summary, ref)
+    ours = data[data["source"] == "ours"].set_index("memory_mb")
+    assert ours["rel"].round(3).to_dict() == {512: 0.625, 2048: 1.0, 4096: 1.1}
+    assert (ours.loc[512, "rel_lo"], ours.loc[512, "rel_hi"]) == (0.525, 0.725)
+    # The article's 1 vCPU Next.js over its own 2048 MB cell (2,308 RPS): 1,960 -> 0.85, 3,344 -> 1.45.
+    article = data[(data["source"] == "article") & (data["app"] == "next")].set_index("memory_mb")
+    assert article["rel"].round(2).to_dict() == {512: 0.85, 1024: 0.98, 2048: 1.0, 4096: 1.45}
+    spec = memory_chart(summary, ref).to_dict()
+    assert spec["title"]["text"].startswith("RPS by memory limit, relative to 2048 MB")
+    assert spec["hconcat"][0]["layer"][0]["encoding"]["y"]["field"] == "rel"

@@ -157,4 +157,5 @@ def test_a_set_measured_in_several_sittings_says_when_each_part_was_measured():
             "images": {"task": [], "loadgen": []}, "requests": {"successful": 0, "errors": 0},
             "flagged_conditions": 0, "flagged_by_flag": {}}
     text = publish.provenance_markdown(info, "t")
+    assert "09:56:30+00:00: 2 runs, commit 2b6a71e, 2b6a71e-dirty" in text
     assert "in 3 stretches:" in text and "  - 2026-12-01T12:05:00+00:00 to 2026-12-01T12:14:10+00:00: 3 runs" in text
