@@ -1,3 +1,4 @@
+import signal
 import sys
 from pathlib import Path
 
@@ -22,6 +23,16 @@ def hold_engine(owner: str):
             yield client
     except HostError as err:
         pytest.fail(f"no Docker engine answers ({err}); scripts/bench.sh test starts one")
+
+
+def as_from_a_terminal() -> None:
+    """preexec_fn: the signals a terminal sends (Ctrl-C, hang-up, quit) back to their defaults.
+
+    A test run started in the background by a non-interactive shell (`cmd &`, nohup) inherits
+    SIGINT and SIGQUIT ignored, and Python leaves an ignored SIGINT ignored: a Snakemake started
+    from it would never see the Ctrl-C a test sends it."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def wait_until(predicate, timeout: float, what: str) -> None:

@@ -20,7 +20,7 @@ import docker
 import pytest
 import yaml
 
-from conftest import wait_until
+from conftest import as_from_a_terminal, wait_until
 from workflow_helpers import ROOT, SNAKEMAKE, copy_project, dry_run, snakemake, write_config
 from sidecar_bench import lease, record, runner
 
@@ -66,7 +66,7 @@ def start_workflow(project: Path, memory_mb: int) -> subprocess.Popen:
     return subprocess.Popen(
         [SNAKEMAKE, "--cores", "1", "--directory", str(project), "--snakefile", str(project / "Snakefile"),
          *targets(memory_mb)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=as_from_a_terminal)
 
 
 def wait_mid_run(process, project, client, memory_mb, timeout=240):

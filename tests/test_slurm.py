@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from conftest import as_from_a_terminal
 from slurm_cluster import SlurmCluster, install_reason
 from workflow_helpers import ROOT, SNAKEMAKE, copy_project, write_config
 
@@ -74,7 +75,7 @@ def start_snakemake(project: Path, cluster: SlurmCluster, output: Path, *args: s
             [SNAKEMAKE, "--workflow-profile", str(project / "workflow" / "profiles" / "slurm"),
              "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2", *args],
             cwd=project, env=cluster.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=as_from_a_terminal)
 
 
 def run_snakemake(project: Path, cluster: SlurmCluster, output: Path, *args: str, timeout: float = 1500) -> str:
