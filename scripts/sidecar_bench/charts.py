@@ -263,7 +263,7 @@ def memory_data(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3
                                      "flagged", "App", "base_rps", "rel", "rel_lo", "rel_hi"])
     data = with_flags(pd.concat(frames, ignore_index=True))
     data["App"] = data["app"].map(lambda a: APP_NAMES.get(a, a))
-    # RPS relative to the same source's cell at the grid's memory (2048 MB) for that app and vCPU:
+    # RPS relative to the same source's cell at the grid's memory (baseline_memory: 2048 MB) for that app and vCPU:
     # the article's 1 vCPU Next.js and ours differ 5-fold in RPS, their trends compare as ratios.
     # The interval is the cell's own, over the same base (as for retention).
     memory = baseline_memory(summary)
@@ -277,7 +277,8 @@ def memory_data(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3
 
 def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
     data = memory_data(summary, ref)
-    title = "RPS by memory limit, relative to 2048 MB (3 sidecars at 15 % each)"
+    memory = baseline_memory(summary)
+    title = f"RPS by memory limit, relative to {memory} MB (3 sidecars at 15 % each)"
     if data.empty:
         return placeholder(title, "No memory runs (3 sidecars x 15 %) in the current matrix.")
     panels = []
@@ -293,12 +294,12 @@ def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
             tooltip=["App:N", "source:N", "memory_mb:O", alt.Tooltip("rps:Q", format=".0f"),
                      alt.Tooltip("lo:Q", format=".0f"), alt.Tooltip("hi:Q", format=".0f"),
                      alt.Tooltip("rel:Q", format=".2f"), "marks:N"])
-        y = alt.Y("rel:Q", title="RPS / RPS at 2048 MB", scale=alt.Scale(zero=True))
+        y = alt.Y("rel:Q", title=f"RPS / RPS at {memory} MB", scale=alt.Scale(zero=True))
         panels.append(alt.layer(*ours_and_article(base, y, "rel_lo", "rel_hi")).properties(
             title=f"{vcpu:g} vCPU", width=220, height=240))
     if not panels:
         return placeholder(title, "No vCPU with runs at two or more memory limits in the current matrix.")
-    subtitle = ["Each app's RPS over its own RPS at 2048 MB, at the same vCPU (ours over ours, the article's over "
+    subtitle = [f"Each app's RPS over its own RPS at {memory} MB, at the same vCPU (ours over ours, the article's over "
                 "the article's). Bars: our 95 % intervals.",
                 "The article published 1 vCPU only (hollow diamonds)."]
     flagged = flagged_subtitle([data])
