@@ -61,21 +61,19 @@ STRETCH_GAP_S = 600
 
 def stretches(metas: list[dict[str, Any]], gap_s: float = STRETCH_GAP_S) -> list[dict[str, Any]]:
     """The runs grouped into stretches of measurement: first start, last end, runs, commits."""
-    timed = sorted(((datetime.fromisoformat(m["window"]["start"]), datetime.fromisoformat(m["window"]["end"]), m)
-                    for m in metas), key=lambda item: item[0])
-    groups: list[list[tuple[datetime, datetime, dict[str, Any]]]] = []
-    for item in timed:
-        if groups and (item[0] - max(end for _, end, _ in groups[-1])).total_seconds() <= gap_s:
-            groups[-1].append(item)
-        else:
-            groups.append([item])
-    return [{
-        "from": group[0][2]["window"]["start"],
-        "to": max(group, key=lambda item: item[1])[2]["window"]["end"],
-        "runs": len(group),
-        "commits": sorted({str((m.get("environment") or {}).get("project_commit") or "not recorded")
-                           for _, _, m in group}),
-    } for group in groups]
+    parts: list[dict[str, Any]] = []
+    last_end = None
+    for meta in sorted(metas, key=lambda m: datetime.fromisoformat(m["window"]["start"])):
+        start, end = (datetime.fromisoformat(meta["window"][k]) for k in ("start", "end"))
+        if last_end is None or (start - last_end).total_seconds() > gap_s:
+            parts.append({"from": meta["window"]["start"], "to": meta["window"]["end"], "runs": 0, "commits": set()})
+            last_end = end
+        part = parts[-1]
+        if end >= last_end:
+            part["to"], last_end = meta["window"]["end"], end
+        part["runs"] += 1
+        part["commits"].add(str((meta.get("environment") or {}).get("project_commit") or "not recorded"))
+    return [{**part, "commits": sorted(part["commits"])} for part in parts]
 
 
 def provenance(results: Path, preset: str, measured_commit: str | None = None) -> dict[str, Any]:
@@ -148,6 +146,7 @@ def _short(commit: str) -> str:
 
 def provenance_markdown(info: dict[str, Any], title: str) -> str:
     host = info["host"]
+    parts = info.get("stretches") or []
     settings = "; ".join(
         f"{s['duration_s']:g} s window, {s['warmup_s']:g} s warm-up, concurrency {s['concurrency']}, "
         f"sidecar burn {s['sidecar_burn']}" for s in info["settings"])
@@ -157,9 +156,9 @@ def provenance_markdown(info: dict[str, Any], title: str) -> str:
         f"- preset `{info['preset']}`: {info['conditions']} conditions, {info['runs']} runs "
         f"(repeats {', '.join(map(str, info['repeats']))}); {settings}",
         f"- measured {info['measured_from']} to {info['measured_to']}"
-        + (f", in {len(info['stretches'])} stretches:" if len(info.get("stretches") or []) > 1 else ""),
+        + (f", in {len(parts)} stretches:" if len(parts) > 1 else ""),
         *([f"  - {s['from']} to {s['to']}: {s['runs']} runs, commit {', '.join(_short(c) for c in s['commits'])}"
-           for s in info["stretches"]] if len(info.get("stretches") or []) > 1 else []),
+           for s in parts] if len(parts) > 1 else []),
         *([f"- calibration: {info['calibration_runs']} runs of its own, measured {info['calibration_measured_from']} "
            f"to {info['calibration_measured_to']}"] if info.get("calibration_runs") else []),
         *([f"- host CPUs busy during the runs (the task included): median {info['host_busy_pct']['median']:g} %, "
