@@ -2,7 +2,8 @@
 # sidecar-bench entry point. Every subcommand first runs the idempotent set-up.
 #
 #   scripts/bench.sh run [snakemake args]   set up, then run the experiment (snakemake --cores 1)
-#   scripts/bench.sh test [pytest args]     set up, then run the test suite
+#   scripts/bench.sh test [pytest args]     set up, lint, then run the test suite
+#   scripts/bench.sh lint                   set up Python, then lint only (ruff, snakefmt)
 #   scripts/bench.sh setup                  set up only
 #
 # Set-up: a virtual environment (.venv) with pinned packages; a Docker engine
@@ -103,6 +104,15 @@ slurm_installed() {
   done
 }
 
+# Lint before the tests: ruff (pyproject.toml, [tool.ruff]) on the Python, snakefmt on the rules.
+lint() {
+  printf 'lint: ruff check\n' >&2
+  "$VENV/bin/ruff" check --no-cache "$ROOT" || die "ruff check failed (configuration: pyproject.toml, [tool.ruff])."
+  printf 'lint: snakefmt --check\n' >&2
+  "$VENV/bin/snakefmt" --check Snakefile workflow/rules/ \
+    || die "snakefmt would change the rule files; run: .venv/bin/snakefmt Snakefile workflow/rules/"
+}
+
 setup() {
   setup_python
   setup_docker
@@ -114,6 +124,10 @@ cmd=${1:-run}
 cd "$ROOT"
 case "$cmd" in
   setup) setup ;;
+  lint)
+    setup_python
+    lint
+    ;;
   run)
     setup
     exec "$VENV/bin/snakemake" --cores 1 "$@"
@@ -129,7 +143,8 @@ case "$cmd" in
       apt_install munge slurmctld slurmd slurm-client \
         || say "SLURM is not installed (apt-get install munge slurmctld slurmd slurm-client): the SLURM tests will be skipped"
     fi
+    lint
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
-  *) die "unknown command '$cmd' (use run, test or setup)" ;;
+  *) die "unknown command '$cmd' (use run, test, lint or setup)" ;;
 esac

@@ -4,7 +4,13 @@
 # are read from its run files; the others are measured like a run (same script, same rerun triggers) into
 # results/<preset>/calibration/runs/. They use the app-only images: a changed app reruns them, a changed
 # sidecar does not.
-from sidecar_bench.calibration import burn_peers, calibration_cells, cell_condition, no_limit_vcpu, run_path
+from sidecar_bench.calibration import (
+    burn_peers,
+    calibration_cells,
+    cell_condition,
+    no_limit_vcpu,
+    run_path,
+)
 
 CALIBRATION_NO_LIMIT_VCPU = no_limit_vcpu(config.get("calibration"))
 CALIBRATION_CELLS = calibration_cells(EXPERIMENT.conditions, CALIBRATION_NO_LIMIT_VCPU)
@@ -47,7 +53,9 @@ rule calibrate:
         "results/{preset}/logs/calibrate.log",
     params:
         no_limit_vcpu=CALIBRATION_NO_LIMIT_VCPU,
-        in_matrix=sorted(cell.condition.id for cell in CALIBRATION_CELLS if cell.in_matrix),
+        in_matrix=sorted(
+            cell.condition.id for cell in CALIBRATION_CELLS if cell.in_matrix
+        ),
     script:
         "../../scripts/calibrate.py"
 
