@@ -135,7 +135,7 @@ def test_defaults_are_filled_from_the_schema():
     config = copy.deepcopy(CONFIG)
     del config["load"], config["image"], config["hosts"]
     checked = check_config(config)
-    assert checked["load"] == {"duration_s": 30, "concurrency": 10, "warmup_s": 0, "ready_timeout_s": 120,
+    assert checked["load"] == {"duration_s": 10, "concurrency": 10, "warmup_s": 5, "ready_timeout_s": 120,
                                "sidecar_burn": "wall"}
     assert checked["image"]["base"] == "debian:bookworm-slim"
     assert checked["hosts"] == [{"name": "local", "url": None}]

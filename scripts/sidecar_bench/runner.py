@@ -13,8 +13,8 @@ Sequence (every step through the Docker SDK, so a remote engine works the same):
 3. Wait until GET /work answers 200 (a polling loop inside one exec, which then
    reads the environment probe, /stats and /proc/net/snmp); fail with the
    container's last log lines if it exits or times out.
-4. Optional warm-up (warmup_s, default 0 like the article: the article's hey
-   run starts on a freshly started app), then those reads again.
+4. Optional warm-up (warmup_s: 5 s in config.yaml; the article used none, its
+   hey run starting on a freshly started app), then those reads again.
 5. The measured window, innermost last:
      /stats served + /proc/net/snmp (load generator, with the environment probe)
        [wait for the entrypoint's roles file,] cgroup files and limits,
