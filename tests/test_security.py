@@ -2,7 +2,7 @@
 
 The settings are asked for at container creation (runner.hardening) and checked here as the
 engine reports them (container.attrs["HostConfig"]) and as the processes inside see them
-(/proc/<pid>/status). The README's "Security" section lists them.
+(/proc/<pid>/status). docs/operations.md, "Security", lists them.
 """
 
 from __future__ import annotations

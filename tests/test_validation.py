@@ -2,7 +2,7 @@
 
 Most cases are refused where the config is loaded (the Snakefile's first lines: `snakemake -n`
 already fails); the ones that need the engine (its CPU and memory) at the start of the run job,
-before anything is created on it, naming the host. The README's "Bad input" table lists them.
+before anything is created on it, naming the host. The "Bad input" table of docs/operations.md lists them.
 """
 
 from __future__ import annotations

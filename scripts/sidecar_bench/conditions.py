@@ -137,7 +137,7 @@ def check_startable(condition: Condition, where: str = "") -> None:
     minimum = MIN_MEMORY_MB[condition.app]
     if condition.memory_mb < minimum:
         raise ConfigError(f"{where}memory_mb: {condition.memory_mb} is below {minimum} MB, the least a {condition.app} "
-                          "task needs to start with up to 3 sidecars (README, \"Bad input\")")
+                          "task needs to start with up to 3 sidecars (docs/operations.md, \"Bad input\")")
 
 
 def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:

@@ -1,6 +1,6 @@
 """The run file: one Parquet file per condition, raw samples plus run-level metadata.
 
-Format version 2 (README.md, "Run file format"): one row per
+Format version 2 (docs/run-file-format.md): one row per
 request hey recorded, with the condition's parameters repeated on every row so
 that all run files read as one dataset (pandas, pyarrow.dataset, DuckDB);
 run-level values are JSON under the file's key-value metadata key b"sidecar_bench".
@@ -14,7 +14,7 @@ write_run() replaces the file atomically, so a reader never sees half a run
 and an interrupted job leaves no file.
 
 A failure record (on_failure: record) stands at a run file's path when the run
-failed because a process of the task died (README, "Failed runs"): a Parquet
+failed because a process of the task died (docs/operations.md, "Failed runs"): a Parquet
 file with the run file's schema and no rows, whose metadata is under
 b"sidecar_bench_failure", never b"sidecar_bench". Readers that need samples
 refuse it (read_run_meta / read_run raise FailedRunError); dataset readers over

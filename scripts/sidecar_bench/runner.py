@@ -161,7 +161,7 @@ try:
 except ImportError:  # no ssh:// support installed: nothing of paramiko's can be raised
     pass
 
-# How the task and the load generator are confined (README, "Security"). Set at container
+# How the task and the load generator are confined (docs/operations.md, "Security"). Set at container
 # creation only: the images stay as built, so stored runs keep their meaning.
 # - No capability at all: the processes run as root inside the container, but root without
 #   capabilities is an ordinary user towards the kernel. Nothing here needs one: the apps bind
