@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from sidecar_bench import forward as fw
 
 COST_RUNS = [0.24, 0.25, 0.26]  # ms a request in the 0 % load runs: mean 0.25, s 0.01
@@ -129,7 +128,7 @@ def test_within_ten_percent_needs_the_whole_ratio_interval(lo, hi, expected):
 
 
 def test_one_outlier_run_does_not_set_the_cost_alone():
-    summary, runs = synthetic()
+    _, runs = synthetic()
     # Four 0 % load cells of three runs each, one run an outlier at twice the cost.
     extra = [{"condition_id": f"go_cpu0.25_mem2048_sc{n}_load00", "repeat": r, "app": "go", "vcpu": 0.25,
               "memory_mb": 2048, "total_sidecar_load_pct": 0.0, "app_cost_ms": c, "other_cpu_pct": 0.0,
