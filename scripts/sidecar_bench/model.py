@@ -1,4 +1,12 @@
-"""The CPU-budget model: what each request costs, what the app could get, and why a cell differs.
+"""The CPU-budget decomposition: each cell's RPS split into the CPU the app got and what a request cost it.
+
+A decomposition, not a prediction: it reads the cell's own measured sidecar and
+other CPU, and in a quota-bound cell (the task uses its whole quota) "measured /
+predicted" below equals the cost ratio to within about 1.5 %: the sidecar input
+carries no information the cell did not already show. Both parts are measured
+and useful (did the app get the CPU left to it? did a request cost what it cost
+alone?). The prediction from a cell's settings and other cells only is
+forward.py.
 
 Definitions (the summary, tables and charts keep to these):
 
@@ -20,9 +28,11 @@ Definitions (the summary, tables and charts keep to these):
   ran. It can read slightly below zero (tick accounting), and is used as read.
 - CPU the app could get (`available_cpu_pct`) = the quota (100 x vCPU) - what
   the sidecars and the other processes of the task really used (% of one core).
-- Predicted RPS = available CPU / calibrated cost at the condition's quota
-  (the app alone at that vCPU, calibration.py). `ratio` = measured RPS /
-  predicted RPS; a cell is explained within 10 % when |ratio - 1| <= 0.10.
+- Decomposed RPS (column `predicted_rps`, kept under its old name) = available
+  CPU / calibrated cost at the condition's quota (the app alone at that vCPU,
+  calibration.py). `ratio` = measured RPS / that; |ratio - 1| <= 0.10 says the
+  cell's CPU left and the calibrated cost account for it within 10 %, not that it
+  was predicted.
 - The ratio splits exactly into two measured factors:
   ratio = cpu_use x cost_factor, with cpu_use = app CPU / available CPU (did
   the app get the CPU left to it?) and cost_factor = calibrated cost / the
@@ -213,9 +223,10 @@ def calibrated_cost(calibration: pd.DataFrame, app: str, vcpu: float) -> tuple[f
     return _f(first["app_cost_ms"]), _f(first.get("app_cost_ms_lo")), _f(first.get("app_cost_ms_hi"))
 
 
-def predict(summary: pd.DataFrame, calibration: pd.DataFrame, sidecar_burn: str | None = None,
-            within: float = WITHIN) -> pd.DataFrame:
-    """One row per condition of the summary: predicted against measured RPS, the factors and the reason.
+def decompose(summary: pd.DataFrame, calibration: pd.DataFrame, sidecar_burn: str | None = None,
+              within: float = WITHIN) -> pd.DataFrame:
+    """One row per condition of the summary: its RPS decomposed (CPU left from its own measured sidecar and other
+    CPU, over the calibrated cost) against the measured RPS, the two factors and the reason.
 
     summary: a condition summary with the cost columns (add_cost_columns);
     calibration: calibration.calibration_table's frame (app, vcpu, app_cost_ms, _lo, _hi).
@@ -247,8 +258,12 @@ def predict(summary: pd.DataFrame, calibration: pd.DataFrame, sidecar_burn: str 
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
 
 
+predict = decompose  # the name it had when it was presented as a prediction
+
+
 def share_within(model: pd.DataFrame) -> pd.DataFrame:
-    """Per app: cells with a prediction, cells within 10 %, their share, and the median ratio."""
+    """Per app (decomposition): cells with a calibration, cells whose CPU left and calibrated cost account for
+    them within 10 %, their share, and the median ratio."""
     out = []
     for app, group in model.groupby("app", sort=True):
         scored = group[group["ratio"].notna()]
