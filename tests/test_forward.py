@@ -22,10 +22,10 @@ def cell(app, vcpu, count, load, *, rps, sidecars, app_cpu, other=0.0, memory=20
 
 
 def synthetic():
-    """Go at 0.25 vCPU: alone, and 3 sidecars that deliver exactly half of a nominal 5, 10, 15 and 20 %."""
+    """Go at 0.25 vCPU: alone, and 3 sidecars that deliver exactly a quarter of a nominal 5, 10, 15 and 20 %."""
     rows = [cell("go", 0.25, 0, 0, rps=1000.0, sidecars=0.0, app_cpu=25.0)]
     for load in (5, 10, 15, 20):
-        delivered = 3 * load / 2
+        delivered = 3 * load / 4
         app_cpu = 25.0 - delivered
         rows.append(cell("go", 0.25, 3, load, rps=app_cpu / 100 / 0.25 * 1000, sidecars=delivered, app_cpu=app_cpu))
     summary = pd.DataFrame(rows)
@@ -43,18 +43,18 @@ def test_a_known_synthetic_case_is_predicted_exactly():
     assert row["cost_ms"] == pytest.approx(0.25)
     half = 4.3027 * 0.01 / math.sqrt(3)
     assert (row["cost_ms_lo"], row["cost_ms_hi"]) == pytest.approx((0.25 - half, 0.25 + half), abs=1e-5)
-    # Delivery at 10 % from the other loads (5, 15, 20 %: 2.5, 7.5, 10 per sidecar): 5 per sidecar.
-    assert row["delivered_per_sidecar_pct"] == pytest.approx(5.0)
-    assert row["sidecars_pred_pct"] == pytest.approx(15.0)
-    # (25 - 15 - 0) % of a core / 0.25 ms = 0.10 / 0.00025 = 400 RPS, as measured.
-    assert row["predicted_rps"] == pytest.approx(400.0)
-    assert row["predicted_rps_lo"] == pytest.approx(0.10 / ((0.25 + half) / 1000))
+    # Delivery at 10 % from the other loads (5, 15, 20 %: 1.25, 3.75, 5 per sidecar): 2.5 per sidecar.
+    assert row["delivered_per_sidecar_pct"] == pytest.approx(2.5)
+    assert row["sidecars_pred_pct"] == pytest.approx(7.5)
+    # (25 - 7.5 - 0) % of a core / 0.25 ms = 0.175 / 0.00025 = 700 RPS, as measured.
+    assert row["predicted_rps"] == pytest.approx(700.0)
+    assert row["predicted_rps_lo"] == pytest.approx(0.175 / ((0.25 + half) / 1000))
     assert row["ratio"] == pytest.approx(1.0)
     assert row["verdict"] == "within" and row["within"]
-    # The top load is extrapolated from 10 and 15 %: slope 0.5 per %, inside the bounds: 10 per sidecar, exact.
+    # The top load is extrapolated from 10 and 15 %: slope 0.25 per %, inside the bounds: 5 per sidecar, exact.
     top = out.loc["go_cpu0.25_mem2048_sc3_load20"]
-    assert top["sidecars_pred_pct"] == pytest.approx(30.0)
-    assert top["predicted_rps"] == pytest.approx(0.0)  # the sidecars would take the whole quota: nothing left
+    assert top["sidecars_pred_pct"] == pytest.approx(15.0)
+    assert top["predicted_rps"] == pytest.approx(400.0) and top["ratio"] == pytest.approx(1.0)
 
 
 def test_the_prediction_never_reads_the_cells_own_cpu_or_rps():
@@ -72,8 +72,8 @@ def test_the_prediction_never_reads_the_cells_own_cpu_or_rps():
     for column in ("sidecars_pred_pct", "other_pred_pct", "cost_ms", "cost_ms_lo", "cost_ms_hi", "predicted_rps",
                    "predicted_rps_lo", "predicted_rps_hi"):
         assert after[column] == pytest.approx(before[column]), column
-    # What moved is the measured side and so the score: 5 RPS measured against 400 predicted.
-    assert after["ratio"] == pytest.approx(5.0 / 400.0)
+    # What moved is the measured side and so the score: 5 RPS measured against 700 predicted.
+    assert after["ratio"] == pytest.approx(5.0 / 700.0)
     assert after["verdict"] == "miss"
     # Another cell's measured delivery does move it: the fit is made of other cells.
     neighbour = summary.copy()
@@ -97,6 +97,10 @@ def test_scoring_excludes_the_fit_cells_and_unbound_levels():
     assert out.loc["go_cpu0.25_mem2048_sc0_load00", "verdict"] == ""
     assert out.loc[loaded["condition_id"], "role"] == "host-bound"
     assert set(out[out["role"] == "scored"].index) == {f"go_cpu0.25_mem2048_sc3_load{x:02d}" for x in (5, 10, 15, 20)}
+    failed = summary.copy()
+    failed.loc[failed["condition_id"] == "go_cpu0.25_mem2048_sc3_load05", "rps"] = math.nan
+    assert fw.forward_predict(failed, runs).set_index("condition_id").loc[
+        "go_cpu0.25_mem2048_sc3_load05", "role"] == "not measured"
     share = fw.share_within(out.reset_index()).set_index("app")
     assert share.loc["go", "cells"] == 4
     assert share.loc["go", "fit_cells"] == 2 and share.loc["go", "host_bound_cells"] == 2
@@ -105,7 +109,7 @@ def test_scoring_excludes_the_fit_cells_and_unbound_levels():
 def test_delivery_points_leave_the_predicted_cell_out():
     summary, _ = synthetic()
     points = fw.delivery_points(summary, "go", 0.25, 3, leave_out="go_cpu0.25_mem2048_sc3_load10")
-    assert points == [(5.0, 2.5), (15.0, 7.5), (20.0, 10.0)]
+    assert points == [(5.0, 1.25), (15.0, 3.75), (20.0, 5.0)]
 
 
 def test_delivery_interpolation_and_its_bounded_extrapolation():

@@ -34,7 +34,7 @@ Scoring (declared split, leave-one-out):
 - not scored: levels whose 0 % load runs were not throttled (median throttled share
   < 0.5: on this 2-core host, 2 vCPU), where the quota does not set the app's CPU
   and this model has no host model; cells with no fit (no 0 % load cell or no other
-  loaded cell of that app and vCPU).
+  loaded cell of that app and vCPU); cells with no measured RPS.
 - Within 10 %, with the calibration's interval: ratio = measured / predicted RPS and
   its interval [measured / predicted_hi, measured / predicted_lo]. "within" when the
   whole ratio interval lies in [0.9, 1.1]; "miss" when all of it lies outside;
@@ -232,6 +232,8 @@ def predict_cell(cond: Mapping[str, Any], summary: pd.DataFrame, per_run: pd.Dat
         row.update({"role": "host-bound", "reason": (f"not scored: the app's 0 % load runs at this vCPU were "
                                                     f"throttled in {fit.throttled_share:.0%} of periods, so the "
                                                     "quota does not set its CPU (host-bound level)")})
+    elif math.isnan(measured) or measured <= 0:
+        row.update({"role": "not measured", "reason": "no measured RPS (every repetition failed): nothing to score"})
     elif math.isnan(sidecars_pred):
         row.update({"role": "no fit", "reason": "no other loaded cell of this app at this vCPU: no delivery to "
                                                 "predict with"})
