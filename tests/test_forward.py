@@ -145,3 +145,12 @@ def test_one_outlier_run_does_not_set_the_cost_alone():
     assert fit.value == pytest.approx(0.27)
     assert fit.lo < 0.25 < fit.hi
     assert np.isfinite([fit.lo, fit.hi]).all()
+
+
+def test_a_cost_interval_reaching_below_zero_leaves_the_prediction_unbounded_above():
+    summary, runs = synthetic()
+    runs["app_cost_ms"] = [0.05, 0.25, 0.9]  # three runs far apart: mean 0.4, t interval from below zero
+    row = fw.forward_predict(summary, runs).set_index("condition_id").loc["go_cpu0.25_mem2048_sc3_load10"]
+    assert row["cost_ms_lo"] < 0
+    assert math.isinf(row["predicted_rps_hi"]) and row["ratio_lo"] == 0.0
+    assert row["verdict"] == "undecided"

@@ -180,8 +180,10 @@ def delivered_per_sidecar(points: list[tuple[float, float]], load: float) -> flo
 
 
 def _rps(available_pct: float, cost_ms: float) -> float:
-    if not cost_ms or math.isnan(cost_ms) or math.isnan(available_pct):
+    if math.isnan(cost_ms) or math.isnan(available_pct):
         return math.nan
+    if cost_ms <= 0:
+        return math.inf  # a t interval's lower end below zero (few, spread runs): no upper bound on the RPS
     return max(available_pct, 0.0) / 100.0 / (cost_ms / 1000.0)
 
 
