@@ -22,7 +22,7 @@ the cell's settings and never its own measured CPU or RPS.
   on, kept between holding the last value and holding the last delivered/nominal
   fraction (wall-clock sidecars deliver less and less of their nominal load as it
   grows when the quota is tight: beside Go at 0.25 vCPU 58 % of it at 5 %, 12 % at
-  35 %; at 1 vCPU about 40 % throughout). The predicted cell is never among them.
+  35 %; beside Go at 1 vCPU 35-58 % at every load). The predicted cell is never among them.
 - Predicted RPS = (100 x vCPU - sidecars_pred - other_pred) / 100 / cost; its
   interval is that at the cost interval's ends (the delivery's own uncertainty is
   not carried).
@@ -39,7 +39,8 @@ Scoring (declared split, leave-one-out):
   its interval [measured / predicted_hi, measured / predicted_lo]. "within" when the
   whole ratio interval lies in [0.9, 1.1]; "miss" when all of it lies outside;
   "undecided" when it straddles an edge (the cost's interval alone could make it
-  either). The share within 10 % counts "within" only.
+  either). The share within 10 % counts "within" only. The measured RPS is taken as
+  its mean over the cell's runs; its own run-to-run spread is not added.
 
 Why a miss (read after the prediction, from the cell's own measurements):
 ratio = sidecar_factor x use_factor x cost_factor, exactly, with
@@ -65,7 +66,7 @@ from .repstats import mean_interval
 WITHIN = 0.10
 THROTTLED_LEVEL = 0.5  # median throttled share of the 0 % load runs at and above which the quota binds
 SCHEME = ("leave-one-out: cost from the app's 0 % load cells at that vCPU (not scored); sidecar delivery from "
-          "the other loaded cells of that app and vCPU")
+          "the other loaded cells of that app, vCPU and sidecar count")
 FACTORS = {"sidecars": "sidecars' delivered CPU", "use": "app's use of the CPU left", "cost": "cost per request"}
 
 FORWARD_COLUMNS = [
