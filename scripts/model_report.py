@@ -1,38 +1,95 @@
-"""Snakemake script of rule model: summary + calibration + the article's numbers -> the model's tables and charts.
+"""Snakemake script of rule model_report: summary + calibration + the article's numbers -> the model's tables and
+charts.
 
-results/<preset>/model/tables/{model,model_share,model_misses,article_costs}.md, .csv and
-results/<preset>/model/charts/{model_predicted_vs_measured,sweeps_vs_delivered_load}.html, .png, .svg.
+results/<preset>/model/tables/:
+  decomposition, decomposition_share, decomposition_misses (model.py: each cell's RPS split into the CPU left to
+  the app, read from its own measured sidecar CPU, and its cost per request: not a prediction);
+  forward, forward_share, forward_misses (forward.py: each cell predicted from its settings and other cells only,
+  scored on the cells it was not fit on);
+  article_costs; each as .md and .csv.
+results/<preset>/model/charts/{decomposition_vs_measured,forward_ratio_vs_load,sweeps_vs_delivered_load,
+  retained_vs_sidecar_share}.html, .png, .svg.
+
+Also a command for a published set, whose raw runs are gone but whose summaries are not: it makes the set's
+model/tables and model/charts (PNG, SVG) again from its summary.csv, runs_summary.csv and calibration/ with this
+version's model, replacing what was there:
+
+    .venv/bin/python scripts/model_report.py results/published/article
 """
 
+import argparse
+import json
+import shutil
 import sys
+from pathlib import Path
 
 import pandas as pd
 
+from sidecar_bench import forward as fwd
 from sidecar_bench import model as modelmod
-from sidecar_bench import tables
-from sidecar_bench.charts import write_model_charts
+from sidecar_bench import model_tables, tables
+from sidecar_bench.model_charts import write_model_charts
 from sidecar_bench.reference import load_reference
 
 
+def read_frame(path):
+    """A summary from .parquet (the workflow) or .csv (a published set)."""
+    path = Path(path)
+    return pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+
+
 def main(summary, runs_summary, calibration, reference, tables_dir, charts_dir, sidecar_burn=None,
-         formats=("html", "png", "svg")):
-    per_run = modelmod.with_run_costs(pd.read_parquet(runs_summary))
-    conditions = modelmod.summary_with_costs(pd.read_parquet(summary), per_run)
+         formats=("html", "png", "svg"), calibration_runs=None):
+    per_run = modelmod.with_run_costs(read_frame(runs_summary))
+    conditions = modelmod.summary_with_costs(read_frame(summary), per_run)
+    cal_runs = (modelmod.with_run_costs(read_frame(calibration_runs))
+                if calibration_runs and Path(calibration_runs).exists() else None)
     cal = pd.read_csv(calibration)
     ref = load_reference(reference)
-    model = modelmod.predict(conditions, cal, sidecar_burn)
-    built = [tables.model_table(model), tables.model_share_table(modelmod.share_within(model)),
-             tables.model_misses_table(modelmod.largest_misses(model)),
+    model = modelmod.decompose(conditions, cal, sidecar_burn)
+    forward = fwd.forward_predict(conditions, per_run, cal_runs)
+    built = [model_tables.decomposition_table(model),
+             model_tables.decomposition_share_table(modelmod.share_within(model)),
+             model_tables.decomposition_misses_table(modelmod.largest_misses(model)),
+             *model_tables.forward_tables(forward),
              tables.article_costs_table(modelmod.article_costs(ref, cal))]
     written = tables.write_model_tables(built, tables_dir, tables.environment_note(conditions))
-    written += write_model_charts(model, conditions, per_run, ref, charts_dir, sidecar_burn, formats)
+    written += write_model_charts(model, forward, conditions, per_run, ref, charts_dir, sidecar_burn, formats)
+    for line in fwd.share_within(forward).to_string(index=False).splitlines():
+        print(f"forward: {line}", file=sys.stderr)
     print(f"model: wrote {len(written)} files", file=sys.stderr)
-    return model
+    return model, forward
 
+
+def republish(folder, reference="workflow/reference/article-results.csv"):
+    """Make a published set's model/tables and model/charts again from its summaries (module docstring)."""
+    folder = Path(folder)
+    needed = [folder / "summary.csv", folder / "runs_summary.csv", folder / "calibration" / "calibration.csv"]
+    missing = [str(p) for p in needed if not p.exists()]
+    if missing:
+        raise SystemExit(f"{folder}: not a published set with a calibration: missing {', '.join(missing)}")
+    provenance = folder / "provenance.json"
+    settings = json.loads(provenance.read_text()).get("settings", []) if provenance.exists() else []
+    burns = sorted({str(s["sidecar_burn"]) for s in settings if isinstance(s, dict) and s.get("sidecar_burn")})
+    burn = ",".join(burns) or None
+    for sub in ("tables", "charts"):
+        shutil.rmtree(folder / "model" / sub, ignore_errors=True)
+    return main(needed[0], needed[1], needed[2], reference, folder / "model" / "tables", folder / "model" / "charts",
+                burn, formats=("png", "svg"), calibration_runs=str(folder / "calibration" / "runs_summary.csv"))
+
+
+if __name__ == "__main__" and "snakemake" not in globals():
+    parser = argparse.ArgumentParser(description="Make a published set's model tables and charts again from its "
+                                                 "summaries.")
+    parser.add_argument("folder", help="a published set, e.g. results/published/article")
+    parser.add_argument("--reference", default="workflow/reference/article-results.csv")
+    args = parser.parse_args()
+    republish(args.folder, args.reference)
 
 if __name__ == "__main__" and "snakemake" in globals():
     sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
     main(summary=snakemake.input.summary, runs_summary=snakemake.input.runs_summary,  # noqa: F821
          calibration=snakemake.input.calibration, reference=snakemake.input.reference,  # noqa: F821
          tables_dir=snakemake.output.tables, charts_dir=snakemake.output.charts,  # noqa: F821
-         sidecar_burn=snakemake.params.sidecar_burn)  # noqa: F821
+         sidecar_burn=snakemake.params.sidecar_burn,  # noqa: F821
+         calibration_runs=snakemake.input.calibration_runs)  # noqa: F821

@@ -61,17 +61,20 @@ def test_calibration_measures_only_the_no_limit_level_and_reuses_the_matrix(fini
     for column in ("app_cost_ms", "app_cost_ms_lo", "app_cost_ms_hi", "other_cpu_pct"):
         assert column in summary.columns
     assert "app_cost_ms" in pd.read_parquet(results / "runs_summary.parquet").columns
+    assert "app_cost_ms" in pd.read_csv(results / "calibration" / "runs_summary.csv").columns
 
 
 def test_model_tables_and_charts_are_made_from_the_real_run(finished):
     model_dir = finished / "results" / "cal" / "model"
-    for name in ("model", "model_share", "model_misses", "article_costs"):
+    for name in ("decomposition", "decomposition_share", "decomposition_misses", "forward", "forward_share",
+                 "forward_misses", "article_costs"):
         assert (model_dir / "tables" / f"{name}.md").exists()
         assert (model_dir / "tables" / f"{name}.csv").exists()
-    for name in ("model_predicted_vs_measured", "sweeps_vs_delivered_load", "retained_vs_sidecar_share"):
+    for name in ("decomposition_vs_measured", "forward_ratio_vs_load", "sweeps_vs_delivered_load",
+                 "retained_vs_sidecar_share"):
         for ext in ("png", "svg", "html"):
             assert (model_dir / "charts" / f"{name}.{ext}").stat().st_size > 0
-    model = pd.read_csv(model_dir / "tables" / "model.csv").set_index("condition_id")
+    model = pd.read_csv(model_dir / "tables" / "decomposition.csv").set_index("condition_id")
     assert set(model.index) == {ALONE, SIDECAR}
     assert model.loc[SIDECAR, "predicted_rps"] > 0
     assert model.loc[SIDECAR, "sidecars_cpu_pct"] > 0

@@ -1,4 +1,4 @@
-"""The CPU-budget model: cost per request, prediction, reasons, the article's implied costs; tables and charts.
+"""The CPU-budget model: cost per request, the decomposition, reasons, the article's implied costs; tables and charts.
 
 Hand-made runs (synthetic run files with chosen CPU seconds and responses) go through the real
 statistics, and every number is checked against the hand computation written next to it.
@@ -12,10 +12,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from sidecar_bench import forward as fw
 from sidecar_bench import model as m
-from sidecar_bench import tables
+from sidecar_bench import model_tables, tables
 from sidecar_bench.calibration import burn_peers, calibration_cells, calibration_table, cell_condition, memory_of, run_path
-from sidecar_bench.charts import burn_comparison_chart, delivered_data, save_chart, write_model_charts
+from sidecar_bench.charts import burn_comparison_chart, delivered_data, save_chart
+from sidecar_bench.model_charts import write_model_charts
 from sidecar_bench.conditions import Condition
 from sidecar_bench.reference import load_reference
 from sidecar_bench.stats import summarise_conditions, summarise_runs
@@ -51,9 +53,8 @@ def test_cost_of_a_hand_made_run_is_its_cpu_seconds_over_its_responses(tmp_path)
     assert runs.loc[0, "app_cost_ms"] == pytest.approx(0.3)
     assert runs.loc[0, "app_cpu_s"] == pytest.approx(2.4)
     assert summary.loc[0, "app_cost_ms"] == pytest.approx(0.3)
-    # One repetition: the repetition bootstrap has nothing to vary.
-    assert summary.loc[0, "app_cost_ms_lo"] == pytest.approx(0.3)
-    assert summary.loc[0, "app_cost_ms_hi"] == pytest.approx(0.3)
+    # One repetition: no run-to-run variation to measure, so no interval (not a zero-width one).
+    assert math.isnan(summary.loc[0, "app_cost_ms_lo"]) and math.isnan(summary.loc[0, "app_cost_ms_hi"])
 
 
 def test_pooled_cost_and_its_interval_over_repetitions(tmp_path):
@@ -65,14 +66,14 @@ def test_pooled_cost_and_its_interval_over_repetitions(tmp_path):
     assert sorted(runs["app_cost_ms"]) == pytest.approx([0.3, 0.5])
     # Pooled: (2.4 + 2.0) / 20 s of CPU per s, over (8000 + 4000) / 20 s responses per s = 4.4 / 12000 s.
     assert summary.loc[0, "app_cost_ms"] == pytest.approx(4.4 / 12000 * 1000)
+    # Interval: t over the two runs' costs, mean 0.4, s = 0.1414, se = 0.1, t(0.975, 1) = 12.706:
+    # far wider than the runs' range, as two runs deserve (drawing them with replacement gave the range).
     lo, hi = summary.loc[0, "app_cost_ms_lo"], summary.loc[0, "app_cost_ms_hi"]
-    assert 0.3 - 1e-9 <= lo < summary.loc[0, "app_cost_ms"] < hi <= 0.5 + 1e-9
-    # Reproducible: the same runs give the same interval.
-    again = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))[1]
-    assert (again.loc[0, "app_cost_ms_lo"], again.loc[0, "app_cost_ms_hi"]) == (lo, hi)
+    assert lo == pytest.approx(0.4 - 12.7062 * 0.1, abs=1e-4)
+    assert hi == pytest.approx(0.4 + 12.7062 * 0.1, abs=1e-4)
 
 
-def test_prediction_of_a_hand_made_run_is_the_cpu_left_over_the_calibrated_cost(tmp_path):
+def test_decomposition_of_a_hand_made_run_is_the_cpu_left_over_the_calibrated_cost(tmp_path):
     with_sidecars = Condition("go", 0.5, 2048, 2, 10)
     # Quota 50 % of a core; the sidecars used 2 x 0.6 s / 10 s = 12 %; the task 4.95 s, the app 3.7 s:
     # other = 49.5 - 37 - 12 = 0.5 %. CPU left for the app = 50 - 12 - 0.5 = 37.5 % of a core.
@@ -83,7 +84,7 @@ def test_prediction_of_a_hand_made_run_is_the_cpu_left_over_the_calibrated_cost(
     assert summary.loc[0, "other_cpu_pct"] == pytest.approx(0.5)
     calibration = pd.DataFrame({"app": ["go"], "vcpu": [0.5], "app_cost_ms": [0.3], "app_cost_ms_lo": [0.25],
                                 "app_cost_ms_hi": [0.4]})
-    row = m.predict(summary, calibration, "wall").iloc[0]
+    row = m.decompose(summary, calibration, "wall").iloc[0]
     assert row["sidecars_cpu_pct"] == pytest.approx(12.0)
     assert row["available_cpu_pct"] == pytest.approx(37.5)
     # 0.375 core-s/s / 0.0003 s a request = 1250 RPS; at the interval ends 0.375 / 0.0004 and / 0.00025.
@@ -189,25 +190,31 @@ def small_model(tmp_path):
     cal_rows = summary[summary["sidecar_count"] == 0]
     calibration = calibration_table(cal_rows, no_limit=2.0)
     matrix = summary[summary["sidecar_count"] > 0]
-    return runs, matrix, calibration, m.predict(matrix, calibration, "wall")
+    return runs, matrix, calibration, m.decompose(matrix, calibration, "wall")
 
 
 def test_model_tables_and_charts_are_written(tmp_path):
     runs, matrix, calibration, model = small_model(tmp_path)
     assert list(calibration["level"]) == ["0.25 vCPU", "no limit (2 vCPU = the host's CPUs)"]
     ref = load_reference(REFERENCE)
-    built = [tables.calibration_table(calibration), tables.model_table(model),
-             tables.model_share_table(m.share_within(model)), tables.model_misses_table(m.largest_misses(model)),
+    forward = fw.forward_predict(matrix, runs)
+    built = [model_tables.calibration_table(calibration), model_tables.decomposition_table(model),
+             model_tables.decomposition_share_table(m.share_within(model)),
+             model_tables.decomposition_misses_table(m.largest_misses(model)), *model_tables.forward_tables(forward),
              tables.article_costs_table(m.article_costs(ref, calibration))]
     written = tables.write_model_tables(built, tmp_path / "tables")
     names = {p.name for p in written}
-    for name in ("calibration", "model", "model_share", "model_misses", "article_costs"):
+    for name in ("calibration", "decomposition", "decomposition_share", "decomposition_misses", "forward",
+                 "forward_share", "forward_misses", "article_costs"):
         assert {f"{name}.md", f"{name}.csv"} <= names
-    text = (tmp_path / "tables" / "model.md").read_text()
+    text = (tmp_path / "tables" / "decomposition.md").read_text()
     assert "go_cpu0.25_mem2048_sc3_load05" in text and "load.sidecar_burn: wall" in text
-    charts = write_model_charts(model, matrix, runs, ref, tmp_path / "charts", "wall", formats=("svg",))
-    assert {p.name for p in charts} == {"model_predicted_vs_measured.svg", "sweeps_vs_delivered_load.svg",
-                                        "retained_vs_sidecar_share.svg"}
+    assert "A decomposition, not a prediction" in text and "measured / decomposed" in text
+    calibration_text = (tmp_path / "tables" / "calibration.md").read_text()
+    assert "t interval of the mean of the repetitions' own costs" in calibration_text
+    charts = write_model_charts(model, forward, matrix, runs, ref, tmp_path / "charts", "wall", formats=("svg",))
+    assert {p.name for p in charts} == {"decomposition_vs_measured.svg", "forward_ratio_vs_load.svg",
+                                        "sweeps_vs_delivered_load.svg", "retained_vs_sidecar_share.svg"}
     data = delivered_data(matrix, runs, ref, model)
     ours = data[(data["source"] == "ours")].set_index("nominal")
     # Ours sit at the sidecars' measured CPU (the synthetic runs burn 98 % of their nominal 3 x 5 %).
@@ -219,8 +226,8 @@ def test_model_tables_and_charts_are_written(tmp_path):
 
 def test_cpu_burn_preset_is_named_in_the_model_outputs(tmp_path):
     runs, matrix, calibration, _ = small_model(tmp_path)
-    model = m.predict(matrix, calibration, "cpu")
-    assert "load.sidecar_burn: cpu" in tables.render(tables.model_table(model))
+    model = m.decompose(matrix, calibration, "cpu")
+    assert "load.sidecar_burn: cpu" in tables.render(model_tables.decomposition_table(model))
     assert set(model["sidecar_burn"]) == {"cpu"}
 
 
@@ -265,3 +272,37 @@ def test_the_workflow_compares_with_a_measured_cpu_burn_preset(tmp_path):
     assert "results/article-cpu/summary.parquet" in plan.output
     peer.unlink()
     assert dry_run(project, "model", "--config", "preset=quick").jobs["burn_comparison"] == 0
+
+
+def test_a_published_set_gets_its_model_made_again_from_its_summaries(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import model_report
+
+    runs, matrix, calibration, _ = small_model(tmp_path / "runs")
+    folder = tmp_path / "published"
+    (folder / "calibration").mkdir(parents=True)
+    cal_runs = runs[runs["sidecar_count"] == 0]
+    matrix.to_csv(folder / "summary.csv", index=False)
+    runs[runs["sidecar_count"] > 0].to_csv(folder / "runs_summary.csv", index=False)
+    cal_runs.to_csv(folder / "calibration" / "runs_summary.csv", index=False)
+    calibration.to_csv(folder / "calibration" / "calibration.csv", index=False)
+    (folder / "provenance.json").write_text(json.dumps({"settings": [{"sidecar_burn": "wall"}]}))
+    old = folder / "model" / "tables" / "model.md"
+    old.parent.mkdir(parents=True)
+    old.write_text("# the old name\n")
+    model_report.republish(folder, REFERENCE)
+    assert not old.exists()
+    made = {p.name for p in (folder / "model" / "tables").iterdir()}
+    assert {"decomposition.md", "forward.csv", "forward_share.md", "forward_misses.csv"} <= made
+    assert (folder / "model" / "charts" / "forward_ratio_vs_load.svg").stat().st_size > 0
+    forward = pd.read_csv(folder / "model" / "tables" / "forward.csv").set_index("condition_id")
+    # The cost comes from every 0 % load run at 0.25 vCPU: the calibration's own (the app alone, 2.4 s of CPU over
+    # 8100 and 8200 responses) and the matrix's idle-sidecar cell's (over 8000 and 8100).
+    expected = np.mean([2.4 / n * 1000 for n in (8100, 8200, 8000, 8100)])
+    assert forward.loc["go_cpu0.25_mem2048_sc3_load05", "cost_ms"] == pytest.approx(expected, rel=1e-4)
+    assert forward.loc["go_cpu0.25_mem2048_sc3_load05", "cost_runs"] == 4
+    assert forward.loc["go_cpu0.25_mem2048_sc3_load00", "role"] == "fit"
+    # Its only loaded cell has no other loaded cell to learn the sidecars' delivery from: not scored.
+    assert forward.loc["go_cpu0.25_mem2048_sc3_load05", "role"] == "no fit"

@@ -1,4 +1,12 @@
-"""The CPU-budget model: what each request costs, what the app could get, and why a cell differs.
+"""The CPU-budget decomposition: each cell's RPS split into the CPU the app got and what a request cost it.
+
+A decomposition, not a prediction: it reads the cell's own measured sidecar and
+other CPU, and in a quota-bound cell (the task uses its whole quota) "measured /
+predicted" below equals the cost ratio to within about 1.5 %: the sidecar input
+carries no information the cell did not already show. Both parts are measured
+and useful (did the app get the CPU left to it? did a request cost what it cost
+alone?). The prediction from a cell's settings and other cells only is
+forward.py.
 
 Definitions (the summary, tables and charts keep to these):
 
@@ -10,18 +18,21 @@ Definitions (the summary, tables and charts keep to these):
   window differ by about 0.1 s). A condition's cost pools its repetitions:
   sum of app CPU seconds / sum of CPU-window seconds, over sum of successful
   responses / sum of load-window seconds, as RPS pools them.
-- Its interval (`app_cost_ms_lo`, `_hi`): the 2.5th and 97.5th percentile of
-  the pooled cost over B = 1000 draws of the condition's repetitions with
-  replacement, seeded by the condition id (intervals.seed_for). It carries
-  run-to-run variation only; with one repetition it is the point itself.
+- Its interval (`app_cost_ms_lo`, `_hi`): the 95 % t interval of the mean of
+  the repetitions' own costs (repstats.mean_interval: the runs are the
+  independent units, with the small-sample penalty of t). With one repetition
+  there is none (NaN). Drawing 3 repetitions with replacement, as before, gave
+  about their range: a ~73 % interval.
 - Other processes (`other_cpu_pct`) = task CPU (the cgroup's usage) - app -
   sidecars, in % of one core: the entrypoint, a shell, whatever else the task
   ran. It can read slightly below zero (tick accounting), and is used as read.
 - CPU the app could get (`available_cpu_pct`) = the quota (100 x vCPU) - what
   the sidecars and the other processes of the task really used (% of one core).
-- Predicted RPS = available CPU / calibrated cost at the condition's quota
-  (the app alone at that vCPU, calibration.py). `ratio` = measured RPS /
-  predicted RPS; a cell is explained within 10 % when |ratio - 1| <= 0.10.
+- Decomposed RPS (column `predicted_rps`, kept under its old name) = available
+  CPU / calibrated cost at the condition's quota (the app alone at that vCPU,
+  calibration.py). `ratio` = measured RPS / that; |ratio - 1| <= 0.10 says the
+  cell's CPU left and the calibrated cost account for it within 10 %, not that it
+  was predicted.
 - The ratio splits exactly into two measured factors:
   ratio = cpu_use x cost_factor, with cpu_use = app CPU / available CPU (did
   the app get the CPU left to it?) and cost_factor = calibrated cost / the
@@ -37,13 +48,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .intervals import CONFIDENCE, RESAMPLES, seed_for
+from .repstats import mean_interval
 
 WITHIN = 0.10  # a prediction within 10 % of the measured RPS explains the cell
 # The article's stated CPU cost per request of its two apps (its text: 0.6 ms Go API, 2.0 ms Next.js SSR).
 ARTICLE_STATED_COST_MS = {"go": 0.6, "next": 2.0}
-# Added to the condition's seed so that the cost's draws are not the RPS interval's draws.
-COST_SEED = 10
 RUN_COST_COLUMNS = ["app_cpu_s", "other_cpu_pct", "app_cost_ms"]
 CONDITION_COST_COLUMNS = ["other_cpu_pct", "app_cost_ms", "app_cost_ms_lo", "app_cost_ms_hi"]
 
@@ -86,36 +95,29 @@ def pooled_cost_ms(app_cpu_s: np.ndarray, cpu_wall_s: np.ndarray, successful: np
     return float(app_cpu_s.sum() / cpu_wall_s.sum() / (successful.sum() / load_s.sum()) * 1000.0)
 
 
-def cost_interval(condition_id: str, runs: pd.DataFrame, *, resamples: int = RESAMPLES,
-                  confidence: float = CONFIDENCE, base_seed: int = 0) -> tuple[float, float, float]:
-    """Pooled cost and its 95 % interval over the condition's repetitions drawn with replacement."""
+def cost_interval(runs: pd.DataFrame) -> tuple[float, float, float]:
+    """Pooled cost of a condition's repetitions and the 95 % t interval of the mean of their per-run costs.
+
+    The runs are the independent units (repstats): with R >= 2 repetitions the interval is
+    mean +- t(0.975, R - 1) x s / sqrt(R) over the runs' app_cost_ms; with one it is NaN (no run-to-run
+    variation to measure). The point stays the pooled cost, pooled as RPS is.
+    """
     arrays = [pd.to_numeric(runs[c], errors="coerce").to_numpy(float)
               for c in ("app_cpu_s", "cgroup_wall_s", "successful", "load_s")]
     point = pooled_cost_ms(*arrays)
-    keep = np.all([np.isfinite(a) for a in arrays], axis=0)
-    arrays = [a[keep] for a in arrays]
-    n = len(arrays[0])
-    if n == 0 or math.isnan(point):
+    if math.isnan(point):
         return point, math.nan, math.nan
-    rng = seed_for(condition_id, base_seed + COST_SEED)
-    draws = rng.integers(0, n, size=(resamples, n))
-    app, wall, ok, load = (a[draws].sum(axis=1) for a in arrays)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        costs = app / wall / (ok / load) * 1000.0
-    costs = costs[np.isfinite(costs)]
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    lo, hi = np.percentile(costs, [tail, 100.0 - tail], method="inverted_cdf")
-    return point, float(lo), float(hi)
+    estimate = mean_interval(pd.to_numeric(runs["app_cost_ms"], errors="coerce").to_numpy(float))
+    return point, estimate.lo, estimate.hi
 
 
-def add_cost_columns(per_run: pd.DataFrame, summary: pd.DataFrame, *, resamples: int = RESAMPLES,
-                     base_seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def add_cost_columns(per_run: pd.DataFrame, summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs summary and the condition summary with the cost columns (RUN_/CONDITION_COST_COLUMNS) added."""
     runs = with_run_costs(per_run)
     summary = summary.copy()
     found: dict[str, tuple[float, float, float, float]] = {}
     for condition_id, group in runs.groupby("condition_id", sort=False):
-        point, lo, hi = cost_interval(str(condition_id), group, resamples=resamples, base_seed=base_seed)
+        point, lo, hi = cost_interval(group)
         found[str(condition_id)] = (float(group["other_cpu_pct"].mean()), point, lo, hi)
     for i, column in enumerate(CONDITION_COST_COLUMNS):
         summary[column] = [found.get(str(c), (math.nan,) * 4)[i] for c in summary["condition_id"]]
@@ -221,9 +223,10 @@ def calibrated_cost(calibration: pd.DataFrame, app: str, vcpu: float) -> tuple[f
     return _f(first["app_cost_ms"]), _f(first.get("app_cost_ms_lo")), _f(first.get("app_cost_ms_hi"))
 
 
-def predict(summary: pd.DataFrame, calibration: pd.DataFrame, sidecar_burn: str | None = None,
-            within: float = WITHIN) -> pd.DataFrame:
-    """One row per condition of the summary: predicted against measured RPS, the factors and the reason.
+def decompose(summary: pd.DataFrame, calibration: pd.DataFrame, sidecar_burn: str | None = None,
+              within: float = WITHIN) -> pd.DataFrame:
+    """One row per condition of the summary: its RPS decomposed (CPU left from its own measured sidecar and other
+    CPU, over the calibrated cost) against the measured RPS, the two factors and the reason.
 
     summary: a condition summary with the cost columns (add_cost_columns);
     calibration: calibration.calibration_table's frame (app, vcpu, app_cost_ms, _lo, _hi).
@@ -255,8 +258,12 @@ def predict(summary: pd.DataFrame, calibration: pd.DataFrame, sidecar_burn: str 
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
 
 
+predict = decompose  # the name it had when it was presented as a prediction
+
+
 def share_within(model: pd.DataFrame) -> pd.DataFrame:
-    """Per app: cells with a prediction, cells within 10 %, their share, and the median ratio."""
+    """Per app (decomposition): cells with a calibration, cells whose CPU left and calibrated cost account for
+    them within 10 %, their share, and the median ratio."""
     out = []
     for app, group in model.groupby("app", sort=True):
         scored = group[group["ratio"].notna()]

@@ -1,4 +1,6 @@
-# The CPU-budget model: calibrate each app's CPU cost per request alone, then explain every condition.
+# The CPU-budget model: calibrate each app's CPU cost per request alone; decompose every condition's RPS into the
+# CPU left to the app and its cost (reading its own CPU), and predict it forward from its settings and other
+# cells only (scripts/sidecar_bench/forward.py).
 # Calibration: each app of the preset with no sidecar at each of its vCPU levels and with no CPU limit
 # (a quota of all the host's CPUs; scripts/sidecar_bench/calibration.py). Conditions the matrix already has
 # are read from its run files; the others are measured like a run (same script, same rerun triggers) into
@@ -43,6 +45,7 @@ rule calibrate:
     output:
         summary="results/{preset}/calibration/summary.parquet",
         summary_csv="results/{preset}/calibration/summary.csv",
+        runs_csv="results/{preset}/calibration/runs_summary.csv",
         md="results/{preset}/calibration/calibration.md",
         csv=report(
             "results/{preset}/calibration/calibration.csv",
@@ -65,6 +68,7 @@ rule model_report:
         summary=rules.aggregate_runs.output.parquet,
         runs_summary=rules.aggregate_runs.output.runs_parquet,
         calibration=rules.calibrate.output.csv,
+        calibration_runs=rules.calibrate.output.runs_csv,
         reference="workflow/reference/article-results.csv",
     output:
         tables=report(
