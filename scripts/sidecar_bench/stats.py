@@ -8,11 +8,14 @@ Definitions (the tables and charts keep to these):
 - Load window (`load_s`): hey's own span, from its start to the end of the
   last recorded response (`window.load_s`; for format 1 files the span of the
   samples, max(offset_s + response_time_s); failing that `window.wall_s`).
-- RPS = successful responses / load_s. A condition's RPS pools its
-  repetitions: sum of successful responses / sum of load_s.
+- RPS = successful responses / load_s, per run.
 - Latency statistics (P50, P90, P95, P99, P99.9, max, mean; in ms) are over the
-  successful responses' `response_time_s`; a condition's are over the
-  successful responses of all its repetitions pooled.
+  run's successful responses' `response_time_s`.
+- A condition's value of a metric with an interval (rps, p50..p99_9_ms,
+  slow_<k>p_share) is the mean of its measured runs' values: the runs are the
+  independent units (repstats.py). With one run it is that run's value.
+  max_ms = the largest of the runs' max_ms; mean_ms = the runs' mean_ms
+  weighted by their successful responses (= the mean over all responses).
 - Percentile = nearest rank: the smallest sample with at least p % of the
   samples at or below it (numpy method "inverted_cdf"). It is always a latency
   that was observed, so the CFS-period steps (100 ms, 200 ms) stay sharp
@@ -26,10 +29,23 @@ Definitions (the tables and charts keep to these):
   third / a third of load_s. steady_rps and steady_p99_ms are over the
   responses started in the second half of the window (warm caches, JIT and
   connection set-up behind it).
-- Intervals (`<metric>_lo`, `<metric>_hi`, condition summary only): 95 %
-  percentile intervals of a two-level block bootstrap (repetitions, then 1 s
-  blocks within each run), B = 1000, seeded by the condition id; see
-  intervals.py. With one repetition they show within-run variation only.
+- Intervals (`<metric>_lo`, `<metric>_hi`, condition summary only), named in
+  `interval_method`:
+  - "t over runs" (2 or more measured runs): Student's t 95 % interval of the
+    mean of the runs' values (repstats.mean_interval), clipped to what the
+    metric can be (shares to [0, 1], RPS and latencies to >= 0). Its coverage
+    is checked by simulation through this function (tests/test_coverage.py).
+    It needs only the per-run rows, so a published set whose run files are gone
+    is summarised again from its runs_summary.csv.
+  - "within-run only" (one measured run): the within-run block bootstrap of
+    intervals.py (1 s blocks, B = 1000, seeded by the condition id); it says
+    nothing about how a second run would differ. Without the run file (raw
+    runs gone) there is no interval: "none".
+- Run-to-run CV (`<metric>_cv`, 2 or more runs): the runs' sample standard
+  deviation / their mean (repstats.run_cv), for every metric with an interval.
+- Per-run values (`rps_runs`, `p99_ms_runs`): the runs' values in repeat order,
+  joined by ";", so that tables and charts give a ratio of two conditions the
+  uncertainty of both sides (repstats.ratio_interval) from the summary alone.
 - Errors = non-2xx rows + failed requests; error rate = errors / (successful + errors).
 - CPU window: the cgroup counters and per-process CPU seconds are deltas over
   the cgroup snapshot window, `cgroup.wall_s` (column `cgroup_wall_s`).
@@ -45,6 +61,9 @@ Definitions (the tables and charts keep to these):
   cgroup_wall_s x 100 (% of one core); "vs target" = used / target.
 - Host busy % = host.busy_s / host.total_s x 100 (all host CPUs, over the CPU
   window); load generator CPU % = loadgen.cpu_s / cgroup_wall_s x 100.
+- Sidecars' delivered CPU (`sidecars_cpu_pct`, % of one core) is a value shown
+  beside the nominal load, not a flag: the article's wall-clock sidecars burn
+  less than nominal when the task is throttled, by its method.
 - Flags: flags.py (codes, thresholds); `flags` holds the codes joined by ",".
 - Failed runs (on_failure: record; README "Failed runs"): a failure record is a
   runs_summary row with `status` failed, its `failure` text, its condition's
@@ -68,6 +87,7 @@ import numpy as np
 import pandas as pd
 
 from . import flags as flagmod
+from . import repstats
 from .intervals import (RESAMPLES, RunBlocks, condition_intervals, metric_names, percentile_name,  # noqa: F401
                         run_blocks)
 # One definition of the environment keys: the summary's env_* columns are all that the run file format requires.
@@ -369,10 +389,11 @@ SUMMARY_COLUMNS = (  # per run (runs_summary)
 )
 INTERVAL_METRICS = metric_names(PERCENTILES, SLOW_PERIODS)
 CONDITION_COLUMNS = (  # per condition (summary)
-    IDENTITY_COLUMNS + ["repeats", "failed_runs", "wall_s", "load_s", "cgroup_wall_s"]
-    + ["rps", "rps_lo", "rps_hi"]
-    + [c for m in LATENCY_COLUMNS for c in ((m, f"{m}_lo", f"{m}_hi") if m in INTERVAL_METRICS else (m,))]
-    + [c for m in SLOW_COLUMNS for c in (m, f"{m}_lo", f"{m}_hi")]
+    IDENTITY_COLUMNS + ["repeats", "failed_runs", "wall_s", "load_s", "cgroup_wall_s", "interval_method"]
+    + ["rps", "rps_lo", "rps_hi", "rps_cv"]
+    + [c for m in LATENCY_COLUMNS for c in ((m, f"{m}_lo", f"{m}_hi", f"{m}_cv") if m in INTERVAL_METRICS else (m,))]
+    + [c for m in SLOW_COLUMNS for c in (m, f"{m}_lo", f"{m}_hi", f"{m}_cv")]
+    + ["rps_runs", "p99_ms_runs"]
     + ["steady_rps", "steady_p99_ms", "first_third_rps", "last_third_rps"]
     + COUNT_COLUMNS + ["error_rate", "cgroup_source"] + CPU_COLUMNS
     + ["time_coverage", "cap_reached", "oom_killed", "restart_count", "peak_memory_mb"]
@@ -398,10 +419,55 @@ def _joined(values: pd.Series) -> str | None:
     return ";".join(distinct) if distinct else None
 
 
-def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> dict[str, Any]:
-    """One condition's row from its per-run rows; reads its run files (run_file) once more for the samples.
+T_OVER_RUNS = "t over runs"
+WITHIN_RUN_ONLY = "within-run only"
+NO_INTERVAL = "none"
+# Metrics bounded by what they can be: a t interval of a share near 0 can reach below it.
+SHARE_METRICS = {name for name in INTERVAL_METRICS if name.startswith("slow_")}
+RUN_VALUE_COLUMNS = ("rps", "p99_ms")  # per-run values carried in the summary as "<metric>_runs"
 
-    Failed repetitions (status failed) are counted (failed_runs) and described (failure), never pooled."""
+
+def join_run_values(values: Iterable[float]) -> str:
+    """Runs' values as "512.3;498.1;530.2" (NaN as "nan"): the summary's `<metric>_runs` cells."""
+    return ";".join("nan" if not math.isfinite(float(v)) else f"{float(v):.6g}" for v in values)
+
+
+def run_values(cell: Any) -> np.ndarray:
+    """The per-run values of a `<metric>_runs` cell; empty when the summary predates it."""
+    if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+        return np.array([])
+    text = str(cell).strip()
+    if not text:
+        return np.array([])
+    try:
+        return np.array([float(v) for v in text.split(";")], dtype="float64")
+    except ValueError as err:
+        raise ValueError(f"per-run values {text!r}: not numbers joined by ';' ({err})") from None
+
+
+def _clip(name: str, value: float) -> float:
+    if math.isnan(value):
+        return value
+    return min(max(value, 0.0), 1.0) if name in SHARE_METRICS else max(value, 0.0)
+
+
+def _within_run(condition_id: str, run: pd.Series, resamples: int, base_seed: int) -> dict[str, tuple[float, float]]:
+    """The within-run bootstrap interval of a condition's one run; none when its run file is gone."""
+    if not Path(str(run["run_file"])).exists():
+        return {}
+    samples = read_samples(run["run_file"])
+    blocks = run_blocks(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s)
+    found = condition_intervals(condition_id, [blocks], float(run["period_ms"]), resamples=resamples,
+                                base_seed=base_seed, percentiles=PERCENTILES, slow_periods=SLOW_PERIODS)
+    return {name: (found.intervals[name].lo, found.intervals[name].hi) for name in INTERVAL_METRICS}
+
+
+def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> dict[str, Any]:
+    """One condition's row from its per-run rows (runs_summary), see the module docstring.
+
+    With 2 or more measured runs it reads nothing else; with one it reads that run's file for the
+    within-run interval. Failed repetitions (status failed) are counted (failed_runs) and described
+    (failure), never averaged in."""
     first = runs.iloc[0]
     condition_id = str(first["condition_id"])
     status = runs["status"] if "status" in runs.columns else pd.Series(MEASURED, index=runs.index)
@@ -409,6 +475,7 @@ def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_
     runs = runs[status != FAILED]
     if runs.empty:
         return _failed_condition(failed)
+    runs = runs.sort_values("repeat", kind="stable")
     for column in ("duration_s", "concurrency", "warmup_s"):
         if runs[column].astype(str).nunique() > 1:
             raise RunFileError(f"{condition_id}: repetitions were measured with different {column} "
@@ -418,45 +485,39 @@ def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_
     row["repeats"] = len(runs)
     row["failed_runs"] = len(failed)
     row["failure"] = _joined(failed["failure"]) if len(failed) else None
-    blocks: list[RunBlocks] = []
-    all_times, steady_times = [], []
-    steady_s = 0.0
-    for _, run in runs.iterrows():
-        samples = read_samples(run["run_file"])
-        blocks.append(run_blocks(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s))
-        all_times.append(samples.ok_response_time_s)
-        times, seconds = _steady(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s)
-        steady_times.append(times)
-        steady_s += seconds
-    period_ms = float(runs["period_ms"].mean())
-    found = condition_intervals(condition_id, blocks, period_ms, resamples=resamples, base_seed=base_seed,
-                                percentiles=PERCENTILES, slow_periods=SLOW_PERIODS)
+
+    def numbers(column: str) -> pd.Series:
+        return pd.to_numeric(runs[column], errors="coerce")
+
+    within = _within_run(condition_id, runs.iloc[0], resamples, base_seed) if len(runs) == 1 else {}
+    row["interval_method"] = T_OVER_RUNS if len(runs) >= 2 else WITHIN_RUN_ONLY if within else NO_INTERVAL
     for name in INTERVAL_METRICS:
-        row[name] = found.point[name]
-        row[f"{name}_lo"] = found.intervals[name].lo
-        row[f"{name}_hi"] = found.intervals[name].hi
-    pooled = np.concatenate(all_times)
-    row["max_ms"] = float(pooled.max()) * 1000.0 if len(pooled) else math.nan
-    row["mean_ms"] = float(pooled.mean()) * 1000.0 if len(pooled) else math.nan
-    del pooled, all_times
-    steady = np.sort(np.concatenate(steady_times)) * 1000.0
-    row["steady_rps"] = len(steady) / steady_s if steady_s else math.nan
-    row["steady_p99_ms"] = nearest_rank(steady, 99.0)
-    for column in ("wall_s", "load_s", "cgroup_wall_s", "first_third_rps", "last_third_rps", "time_coverage",
-                   *CPU_COLUMNS):
-        row[column] = float(pd.to_numeric(runs[column], errors="coerce").mean())
+        found = repstats.mean_interval(numbers(name))
+        lo, hi = (found.lo, found.hi) if len(runs) >= 2 else within.get(name, (math.nan, math.nan))
+        row[name], row[f"{name}_lo"], row[f"{name}_hi"] = found.value, _clip(name, lo), _clip(name, hi)
+        row[f"{name}_cv"] = repstats.run_cv(numbers(name))
+    for name in RUN_VALUE_COLUMNS:
+        row[f"{name}_runs"] = join_run_values(numbers(name))
+    ok = numbers("successful")
+    row["max_ms"] = float(numbers("max_ms").max())
+    mean_ms = numbers("mean_ms")
+    weighted = (mean_ms * ok)[mean_ms.notna()]
+    row["mean_ms"] = float(weighted.sum() / ok[mean_ms.notna()].sum()) if ok[mean_ms.notna()].sum() else math.nan
+    for column in ("wall_s", "load_s", "cgroup_wall_s", "first_third_rps", "last_third_rps", "steady_rps",
+                   "steady_p99_ms", "time_coverage", *CPU_COLUMNS):
+        row[column] = float(numbers(column).mean())
     for column in COUNT_COLUMNS:
         row[column] = int(runs[column].sum())
     row["error_rate"] = _ratio(row["errors"], row["successful"] + row["errors"])
     row["cgroup_source"] = _joined(runs["cgroup_source"])
-    row["cap_reached"] = bool(runs["cap_reached"].any())
-    row["oom_killed"] = bool(runs["oom_killed"].any())
-    row["restart_count"] = float(pd.to_numeric(runs["restart_count"], errors="coerce").sum())
-    row["peak_memory_mb"] = float(runs["peak_memory_mb"].max())
+    row["cap_reached"] = bool(runs["cap_reached"].astype(bool).any())
+    row["oom_killed"] = bool(runs["oom_killed"].astype(bool).any())
+    row["restart_count"] = float(numbers("restart_count").sum())
+    row["peak_memory_mb"] = float(numbers("peak_memory_mb").max())
     for column in ENV_COLUMNS:
         row[column] = _joined(runs[column])
-    codes = flagmod.condition_flags((str(f).split(",") if f else [] for f in pd.concat([runs, failed])["flags"]),
-                                    row)
+    run_codes = (str(f).split(",") if isinstance(f, str) and f else [] for f in pd.concat([runs, failed])["flags"])
+    codes = flagmod.condition_flags(run_codes, row)
     row["flags"] = flagmod.join(codes)
     for code in flagmod.CODES:
         row[f"flag_{code}"] = code in codes
@@ -469,6 +530,7 @@ def _failed_condition(failed: pd.DataFrame) -> dict[str, Any]:
     row: dict[str, Any] = {column: math.nan for column in CONDITION_COLUMNS}
     row.update({c: first[c] for c in IDENTITY_COLUMNS})
     row.update({"repeats": 0, "failed_runs": len(failed), "failure": _joined(failed["failure"]),
+                "interval_method": NO_INTERVAL, "rps_runs": "", "p99_ms_runs": "",
                 "cgroup_source": None, "cap_reached": False, "oom_killed": bool(failed["oom_killed"].any())})
     for column in ENV_COLUMNS:
         row[column] = None
@@ -480,10 +542,10 @@ def _failed_condition(failed: pd.DataFrame) -> dict[str, Any]:
 
 
 def summarise_conditions(per_run: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> pd.DataFrame:
-    """One row per condition from summarise_runs' frame: pooled point values, 95 % intervals, flags.
+    """One row per condition from summarise_runs' frame (or a runs_summary.csv): values, 95 % intervals,
+    run-to-run CVs, flags.
 
-    Conditions are done one at a time and each reads only its own run files, so
-    memory holds one condition's samples at most.
+    Conditions are done one at a time; only a condition with a single measured run reads its run file.
     """
     rows = [summarise_condition(group, resamples=resamples, base_seed=base_seed)
             for _, group in per_run.groupby("condition_id", sort=False)]
