@@ -413,12 +413,6 @@ def summarise_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
     return frame.sort_values(SORT_KEYS + ["repeat"], kind="stable").reset_index(drop=True)
 
 
-def _joined(values: pd.Series) -> str | None:
-    """The one value, or the distinct values joined by ";" - runs from different environments stay visible."""
-    distinct = sorted({str(v) for v in values.dropna()})
-    return ";".join(distinct) if distinct else None
-
-
 T_OVER_RUNS = "t over runs"
 WITHIN_RUN_ONLY = "within-run only"
 NO_INTERVAL = "none"
@@ -445,21 +439,73 @@ def run_values(cell: Any) -> np.ndarray:
         raise ValueError(f"per-run values {text!r}: not numbers joined by ';' ({err})") from None
 
 
+def _runs_of(row: Any, metric: str) -> np.ndarray:
+    """A summary row's per-run values of a metric; its one value when the summary predates `<metric>_runs`."""
+    values = run_values(row.get(f"{metric}_runs")) if hasattr(row, "get") else np.array([])
+    if len(values) == 0:
+        value = row.get(metric) if hasattr(row, "get") else None
+        values = np.array([math.nan if value is None else float(value)])
+    return values
+
+
+def condition_ratio(numerator: Any, denominator: Any, metric: str = "rps") -> repstats.Estimate:
+    """Ratio of two conditions' metric (summary rows), with both sides' run-to-run uncertainty:
+    repstats.ratio_interval over their per-run values (`<metric>_runs`)."""
+    return repstats.ratio_interval(_runs_of(numerator, metric), _runs_of(denominator, metric))
+
+
+def ratio_to_published(row: Any, published: float, metric: str = "rps") -> repstats.Estimate:
+    """Ratio of a condition's metric (summary row) to a published number without uncertainty
+    (repstats.ratio_to_exact over its per-run values)."""
+    return repstats.ratio_to_exact(_runs_of(row, metric), float(published))
+
+
 def _clip(name: str, value: float) -> float:
     if math.isnan(value):
         return value
     return min(max(value, 0.0), 1.0) if name in SHARE_METRICS else max(value, 0.0)
 
 
-def _within_run(condition_id: str, run: pd.Series, resamples: int, base_seed: int) -> dict[str, tuple[float, float]]:
+def _within_run(condition_id: str, run_file: Any, period_ms: float, resamples: int,
+                base_seed: int) -> dict[str, tuple[float, float]]:
     """The within-run bootstrap interval of a condition's one run; none when its run file is gone."""
-    if not Path(str(run["run_file"])).exists():
+    if not isinstance(run_file, (str, Path)) or not Path(run_file).exists():
         return {}
-    samples = read_samples(run["run_file"])
+    samples = read_samples(run_file)
     blocks = run_blocks(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s)
-    found = condition_intervals(condition_id, [blocks], float(run["period_ms"]), resamples=resamples,
-                                base_seed=base_seed, percentiles=PERCENTILES, slow_periods=SLOW_PERIODS)
+    period = period_ms if math.isfinite(period_ms) else DEFAULT_PERIOD_MS
+    found = condition_intervals(condition_id, [blocks], period, resamples=resamples, base_seed=base_seed,
+                                percentiles=PERCENTILES, slow_periods=SLOW_PERIODS)
     return {name: (found.intervals[name].lo, found.intervals[name].hi) for name in INTERVAL_METRICS}
+
+
+def _distinct(values: Iterable[Any]) -> str | None:
+    """The one value, or the distinct values joined by ";" (None and NaN left out): runs from different
+    environments stay visible."""
+    distinct = sorted({str(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))
+                       and v is not pd.NA})
+    return ";".join(distinct) if distinct else None
+
+
+def _codes(values: Iterable[Any]) -> list[list[str]]:
+    return [str(f).split(",") if isinstance(f, str) and f else [] for f in values]
+
+
+# Per-run columns a condition averages, and those it takes as numbers in other ways.
+MEAN_COLUMNS = ("wall_s", "load_s", "cgroup_wall_s", "first_third_rps", "last_third_rps", "steady_rps",
+                "steady_p99_ms", "time_coverage", *CPU_COLUMNS)
+NUMERIC_COLUMNS = tuple(dict.fromkeys((*INTERVAL_METRICS, *MEAN_COLUMNS, *COUNT_COLUMNS, "max_ms", "mean_ms",
+                                       "restart_count", "peak_memory_mb", "repeat")))
+TEXT_COLUMNS = tuple(dict.fromkeys((*IDENTITY_COLUMNS, "status", "failure", "flags", "run_file", "cgroup_source",
+                                    "cap_reached", "oom_killed", *ENV_COLUMNS)))
+
+
+def _columns(runs: pd.DataFrame) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per-run rows as plain arrays: the text columns by name, NUMERIC_COLUMNS as one float matrix."""
+    numeric = runs[list(NUMERIC_COLUMNS)].apply(pd.to_numeric, errors="coerce").to_numpy(dtype="float64")
+    text = {c: (runs[c].to_numpy(dtype=object) if c in runs.columns else np.full(len(runs), None, dtype=object))
+            for c in TEXT_COLUMNS}
+    return text, numeric
 
 
 def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> dict[str, Any]:
@@ -468,73 +514,86 @@ def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_
     With 2 or more measured runs it reads nothing else; with one it reads that run's file for the
     within-run interval. Failed repetitions (status failed) are counted (failed_runs) and described
     (failure), never averaged in."""
-    first = runs.iloc[0]
-    condition_id = str(first["condition_id"])
-    status = runs["status"] if "status" in runs.columns else pd.Series(MEASURED, index=runs.index)
-    failed = runs[status == FAILED]
-    runs = runs[status != FAILED]
-    if runs.empty:
+    text, numeric = _columns(runs)
+    return _summarise(text, numeric, resamples, base_seed)
+
+
+def _summarise(text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int, base_seed: int) -> dict[str, Any]:
+    status = np.array([MEASURED if v is None else v for v in text["status"]], dtype=object)
+    is_failed = status == FAILED
+    failed = {c: v[is_failed] for c, v in text.items()}
+    if is_failed.all():
         return _failed_condition(failed)
-    runs = runs.sort_values("repeat", kind="stable")
+    measured = np.flatnonzero(~is_failed)
+    # Repeat order: the per-run values (<metric>_runs) read as repetition 1, 2, 3.
+    measured = measured[np.argsort(numeric[measured, NUMERIC_COLUMNS.index("repeat")], kind="stable")]
+    text = {c: v[measured] for c, v in text.items()}
+    numeric = numeric[measured]
+    col = {name: numeric[:, i] for i, name in enumerate(NUMERIC_COLUMNS)}
+    condition_id = str(text["condition_id"][0])
     for column in ("duration_s", "concurrency", "warmup_s"):
-        if runs[column].astype(str).nunique() > 1:
+        if len({str(v) for v in text[column]}) > 1:
             raise RunFileError(f"{condition_id}: repetitions were measured with different {column} "
-                               f"({', '.join(f'{f}: {v}' for f, v in zip(runs['run_file'], runs[column]))}); "
+                               f"({', '.join(f'{f}: {v}' for f, v in zip(text['run_file'], text[column]))}); "
                                "rerun them with one load setting")
-    row: dict[str, Any] = {c: runs.iloc[0][c] for c in IDENTITY_COLUMNS}
-    row["repeats"] = len(runs)
-    row["failed_runs"] = len(failed)
-    row["failure"] = _joined(failed["failure"]) if len(failed) else None
+    n = len(measured)
+    row: dict[str, Any] = {c: text[c][0] for c in IDENTITY_COLUMNS}
+    row["repeats"] = n
+    row["failed_runs"] = int(is_failed.sum())
+    row["failure"] = _distinct(failed["failure"]) if is_failed.any() else None
 
-    def numbers(column: str) -> pd.Series:
-        return pd.to_numeric(runs[column], errors="coerce")
-
-    within = _within_run(condition_id, runs.iloc[0], resamples, base_seed) if len(runs) == 1 else {}
-    row["interval_method"] = T_OVER_RUNS if len(runs) >= 2 else WITHIN_RUN_ONLY if within else NO_INTERVAL
+    within = (_within_run(condition_id, text["run_file"][0], float(np.nanmean(col["period_ms"]))
+                          if np.isfinite(col["period_ms"]).any() else math.nan, resamples, base_seed)
+              if n == 1 else {})
+    row["interval_method"] = T_OVER_RUNS if n >= 2 else WITHIN_RUN_ONLY if within else NO_INTERVAL
     for name in INTERVAL_METRICS:
-        found = repstats.mean_interval(numbers(name))
-        lo, hi = (found.lo, found.hi) if len(runs) >= 2 else within.get(name, (math.nan, math.nan))
+        found = repstats.mean_interval(col[name])
+        lo, hi = (found.lo, found.hi) if n >= 2 else within.get(name, (math.nan, math.nan))
         row[name], row[f"{name}_lo"], row[f"{name}_hi"] = found.value, _clip(name, lo), _clip(name, hi)
-        row[f"{name}_cv"] = repstats.run_cv(numbers(name))
+        row[f"{name}_cv"] = repstats.run_cv(col[name])
     for name in RUN_VALUE_COLUMNS:
-        row[f"{name}_runs"] = join_run_values(numbers(name))
-    ok = numbers("successful")
-    row["max_ms"] = float(numbers("max_ms").max())
-    mean_ms = numbers("mean_ms")
-    weighted = (mean_ms * ok)[mean_ms.notna()]
-    row["mean_ms"] = float(weighted.sum() / ok[mean_ms.notna()].sum()) if ok[mean_ms.notna()].sum() else math.nan
-    for column in ("wall_s", "load_s", "cgroup_wall_s", "first_third_rps", "last_third_rps", "steady_rps",
-                   "steady_p99_ms", "time_coverage", *CPU_COLUMNS):
-        row[column] = float(numbers(column).mean())
+        row[f"{name}_runs"] = join_run_values(col[name])
+    ok, mean_ms = col["successful"], col["mean_ms"]
+    known = np.isfinite(mean_ms) & np.isfinite(ok)
+    row["max_ms"] = float(np.nanmax(col["max_ms"])) if np.isfinite(col["max_ms"]).any() else math.nan
+    row["mean_ms"] = float((mean_ms[known] * ok[known]).sum() / ok[known].sum()) if ok[known].sum() else math.nan
+    for column in MEAN_COLUMNS:
+        values = col[column][np.isfinite(col[column])]
+        row[column] = float(values.mean()) if len(values) else math.nan
     for column in COUNT_COLUMNS:
-        row[column] = int(runs[column].sum())
+        row[column] = int(np.nansum(col[column]))
     row["error_rate"] = _ratio(row["errors"], row["successful"] + row["errors"])
-    row["cgroup_source"] = _joined(runs["cgroup_source"])
-    row["cap_reached"] = bool(runs["cap_reached"].astype(bool).any())
-    row["oom_killed"] = bool(runs["oom_killed"].astype(bool).any())
-    row["restart_count"] = float(numbers("restart_count").sum())
-    row["peak_memory_mb"] = float(numbers("peak_memory_mb").max())
+    row["cgroup_source"] = _distinct(text["cgroup_source"])
     for column in ENV_COLUMNS:
-        row[column] = _joined(runs[column])
-    run_codes = (str(f).split(",") if isinstance(f, str) and f else [] for f in pd.concat([runs, failed])["flags"])
-    codes = flagmod.condition_flags(run_codes, row)
+        row[column] = _distinct(text[column])
+    row["cap_reached"] = any(_true(v) for v in text["cap_reached"])
+    row["oom_killed"] = any(_true(v) for v in text["oom_killed"])
+    row["restart_count"] = float(np.nansum(col["restart_count"]))
+    peak = col["peak_memory_mb"]
+    row["peak_memory_mb"] = float(np.nanmax(peak)) if np.isfinite(peak).any() else math.nan
+    codes = flagmod.condition_flags(_codes([*text["flags"], *failed["flags"]]), row)
     row["flags"] = flagmod.join(codes)
     for code in flagmod.CODES:
         row[f"flag_{code}"] = code in codes
     return row
 
 
-def _failed_condition(failed: pd.DataFrame) -> dict[str, Any]:
+def _true(value: Any) -> bool:
+    """A boolean cell as written to CSV and read back ("True"/"False") or kept (True/False)."""
+    return value is True or (isinstance(value, (bool, np.bool_)) and bool(value)) or str(value).lower() == "true"
+
+
+def _failed_condition(failed: dict[str, np.ndarray]) -> dict[str, Any]:
     """The row of a condition none of whose repetitions was measured: identity, counts, failure; no number."""
-    first = failed.iloc[0]
     row: dict[str, Any] = {column: math.nan for column in CONDITION_COLUMNS}
-    row.update({c: first[c] for c in IDENTITY_COLUMNS})
-    row.update({"repeats": 0, "failed_runs": len(failed), "failure": _joined(failed["failure"]),
+    row.update({c: failed[c][0] for c in IDENTITY_COLUMNS})
+    row.update({"repeats": 0, "failed_runs": len(failed["condition_id"]), "failure": _distinct(failed["failure"]),
                 "interval_method": NO_INTERVAL, "rps_runs": "", "p99_ms_runs": "",
-                "cgroup_source": None, "cap_reached": False, "oom_killed": bool(failed["oom_killed"].any())})
+                "cgroup_source": None, "cap_reached": False,
+                "oom_killed": any(_true(v) for v in failed["oom_killed"])})
     for column in ENV_COLUMNS:
         row[column] = None
-    codes = flagmod.condition_flags((str(f).split(",") if f else [] for f in failed["flags"]), row)
+    codes = flagmod.condition_flags(_codes(failed["flags"]), row)
     row["flags"] = flagmod.join(codes)
     for code in flagmod.CODES:
         row[f"flag_{code}"] = code in codes
@@ -547,8 +606,11 @@ def summarise_conditions(per_run: pd.DataFrame, *, resamples: int = RESAMPLES, b
 
     Conditions are done one at a time; only a condition with a single measured run reads its run file.
     """
-    rows = [summarise_condition(group, resamples=resamples, base_seed=base_seed)
-            for _, group in per_run.groupby("condition_id", sort=False)]
+    per_run = per_run.reset_index(drop=True)
+    # One conversion for all runs, not one per condition: a coverage simulation summarises thousands.
+    text, numeric = _columns(per_run)
+    rows = [_summarise({c: v[at] for c, v in text.items()}, numeric[at], resamples, base_seed)
+            for at in per_run.groupby("condition_id", sort=False).indices.values()]
     frame = pd.DataFrame(rows, columns=CONDITION_COLUMNS)
     return frame.sort_values(SORT_KEYS, kind="stable").reset_index(drop=True)
 
