@@ -9,7 +9,7 @@ import pytest
 
 import aggregate_runs
 import plot_charts
-from sidecar_bench import reference
+from sidecar_bench import reference, repstats
 from sidecar_bench.charts import (CHART_NAMES, FLAGGED, ccdf_points, figure_data, latency_rps_chart, period_labels,
                                   run_files, tail_data, tail_share_chart, timeseries_data, write_charts)
 from sidecar_bench.conditions import Condition
@@ -179,12 +179,16 @@ def test_memory_chart_compares_each_apps_rps_with_its_own_2048_mb_cell():
         rows.append({"condition_id": f"next_cpu1_mem{memory_mb}_sc3_load15", "app": "next", "vcpu": 1.0,
                      "memory_mb": memory_mb, "sidecar_count": 3, "sidecar_load_pct": 15.0,
                      "total_sidecar_load_pct": 45.0, "rps": rps, "rps_lo": rps - 40, "rps_hi": rps + 40,
-                     "flags": "noisy" if memory_mb == 512 else "", "repeats": 3, "failed_runs": 0})
+                     "flags": "noisy" if memory_mb == 512 else "", "repeats": 3, "failed_runs": 0,
+                     "rps_runs": ";".join(f"{rps + d:g}" for d in (-20, 0, 20))})
     summary = pd.DataFrame(rows)
     data = memory_data(summary, ref)
     ours = data[data["source"] == "ours"].set_index("memory_mb")
-    assert ours["rel"].round(3).to_dict() == {512: 0.625, 2048: 1.0, 4096: 1.1}
-    assert (ours.loc[512, "rel_lo"], ours.loc[512, "rel_hi"]) == (0.525, 0.725)
+    assert ours["rel"].round(3).to_dict() == {512: 0.624, 2048: 1.0, 4096: 1.1}  # ratio of geometric means
+    # The gain's interval counts the 2048 MB cell's runs too: wider than 512 MB's own spread over a fixed 400.
+    gain = repstats.ratio_interval([230.0, 250.0, 270.0], [380.0, 400.0, 420.0])
+    assert (ours.loc[512, "rel_lo"], ours.loc[512, "rel_hi"]) == pytest.approx((gain.lo, gain.hi))
+    assert ours.loc[512, "rel_lo"] < 230 / 400 and ours.loc[512, "rel_hi"] > 270 / 400
     # The article's 1 vCPU Next.js over its own 2048 MB cell (2,308 RPS): 1,960 -> 0.85, 3,344 -> 1.45.
     article = data[(data["source"] == "article") & (data["app"] == "next")].set_index("memory_mb")
     assert article["rel"].round(2).to_dict() == {512: 0.85, 1024: 0.98, 2048: 1.0, 4096: 1.45}

@@ -212,3 +212,26 @@ def test_breaking_point_table_says_break_within_noise_or_none(hand_summary, ref,
     flat = hand_summary[hand_summary["app"] == "next"].assign(p99_ms=300.0, p99_ms_lo=295.0, p99_ms_hi=305.0)
     write_tables(flat, ref, tmp_path / "flat")
     assert "| none |" in (tmp_path / "flat" / "breaking_points.md").read_text()
+
+
+def test_ratios_carry_the_run_to_run_uncertainty_of_both_sides(hand_summary, ref, tmp_path):
+    from sidecar_bench import repstats
+
+    runs = {("go", 0): "1180;1195;1210", ("go", 3): "1120;1150;1180", ("next", 0): "78;80;82",
+            ("next", 3): "70;78;86"}
+    summary = hand_summary.copy()
+    summary["rps_runs"] = [runs.get((a, int(l)), "") for a, l in zip(summary["app"], summary["total_sidecar_load_pct"])]
+    write_tables(summary, ref, tmp_path)
+    sweep = pd.read_csv(tmp_path / "load_sweep_go.csv").set_index("total_sidecar_load_pct")
+    # Ours / the article's 369 RPS: a t interval of the runs' logs, the article's number taken as exact.
+    exact = repstats.ratio_to_exact([1180.0, 1195.0, 1210.0], 369.0)
+    assert (sweep.loc[0, "rps_ratio"], sweep.loc[0, "rps_ratio_lo"], sweep.loc[0, "rps_ratio_hi"]) == pytest.approx(
+        (exact.value, exact.lo, exact.hi), rel=1e-5)
+    md = (tmp_path / "load_sweep_go.md").read_text()
+    assert f"| {exact.value:.2f} [{exact.lo:.2f}–{exact.hi:.2f}] |" in md
+    # Go / Next.js at 3 %: Welch's interval over both cells' runs.
+    both = repstats.ratio_interval([1120.0, 1150.0, 1180.0], [70.0, 78.0, 86.0])
+    side = pd.read_csv(tmp_path / "go_vs_next.csv").set_index("total_sidecar_load_pct")
+    assert (side.loc[3, "go_next_rps_ratio_lo"], side.loc[3, "go_next_rps_ratio_hi"]) == pytest.approx(
+        (both.lo, both.hi), rel=1e-5)
+    assert f"{both.value:.1f} [{both.lo:.1f}–{both.hi:.1f}]" in (tmp_path / "go_vs_next.md").read_text()

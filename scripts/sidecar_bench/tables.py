@@ -23,7 +23,8 @@ import pandas as pd
 from . import reference as refmod
 from .breaking import BREAK, TOO_FEW, assess_rows
 from .flags import FLAGS
-from .stats import environments
+from .repstats import Estimate
+from .stats import condition_ratio, environments, ratio_to_published
 
 MISSING = "—"
 FAILED_CELL = "failed"
@@ -38,10 +39,12 @@ P99_GRID_LOADS = (0.0, 15.0, 45.0, 75.0, 105.0)
 MEMORY_SIDECAR_LOAD = 15.0
 
 DEFINITIONS = (
-    "Values are whole-window, the article's definition: RPS = successful (2xx) responses / load window "
-    "(hey's span), pooled over the repetitions; percentiles are nearest-rank over all successful responses of "
-    "all repetitions (ms). [lo–hi]: 95 % interval (hierarchical bootstrap over repetitions and 1 s blocks; with one "
-    "repetition it shows within-run variation only)."
+    "Values are whole-window, the article's definition: a run's RPS = successful (2xx) responses / load window "
+    "(hey's span) and its percentiles are nearest-rank over its successful responses (ms); a cell is the mean of "
+    "its runs. [lo–hi]: 95 % t interval over the runs' values (summary.csv interval_method \"t over runs\"; "
+    "its coverage is checked by simulation); a cell of one run shows its within-run interval only (\"within-run "
+    "only\"). Ratios (ours/article, retention, memory gain, Go/Next) carry both sides' run-to-run uncertainty: "
+    "Welch's t interval of the runs' log values (against the article's numbers, taken as exact: a t interval)."
 )
 STEADY_NOTE = ("Steady P99 / steady RPS: over the second half of the load window only, after any start-up "
                "transient; the article's numbers are whole-window.")
@@ -121,6 +124,48 @@ def legend(codes: set[str]) -> list[str]:
 
 def ratio(ours: float, article: float) -> float:
     return ours / article if article and not (math.isnan(ours) or math.isnan(article)) else math.nan
+
+
+NO_RATIO = Estimate(math.nan, math.nan, math.nan, 0, "none")
+
+
+def to_article(rows: pd.DataFrame, article: float, metric: str) -> Estimate:
+    """Ours / the article's number for a cell: over the runs of its one condition (stats.ratio_to_published);
+    a cell of several conditions gets the ratio of their mean, without an interval."""
+    if math.isnan(article) or metric not in rows.columns or rows[metric].notna().sum() == 0:
+        return NO_RATIO
+    if len(rows) == 1:
+        return ratio_to_published(rows.iloc[0], article, metric)
+    return Estimate(ratio(float(rows[metric].mean()), article), math.nan, math.nan, len(rows), "several")
+
+
+def between(rows: pd.DataFrame, base: pd.DataFrame, metric: str = "rps") -> Estimate:
+    """One condition's metric over another's (retention, memory gain, Go/Next): stats.condition_ratio."""
+    if len(rows) != 1 or len(base) != 1:
+        return NO_RATIO
+    return condition_ratio(rows.iloc[0], base.iloc[0], metric)
+
+
+def ratios_over(rows: pd.DataFrame, base: pd.Series, metric: str = "rps") -> tuple[np.ndarray, ...]:
+    """Each row's metric over one base condition's (retention, memory gain): values, lo, hi arrays."""
+    found = [condition_ratio(row, base, metric) for _, row in rows.iterrows()]
+    return tuple(np.array([getattr(f, k) for f in found], dtype="float64") for k in ("value", "lo", "hi"))
+
+
+def ratio_record(prefix: str, found: Estimate) -> dict[str, float]:
+    return {prefix: found.value, f"{prefix}_lo": found.lo, f"{prefix}_hi": found.hi}
+
+
+def ratio_text(value: float, lo: float, hi: float, digits: int = 2) -> str:
+    """"0.95 [0.80–1.10]", or the value alone when it has no interval."""
+    text = fmt(value, digits)
+    if text != MISSING and not (math.isnan(lo) or math.isnan(hi)):
+        text += f" [{fmt(lo, digits)}–{fmt(hi, digits)}]"
+    return text
+
+
+def at(rows: pd.DataFrame, load: float) -> pd.DataFrame:
+    return rows[np.isclose(rows["total_sidecar_load_pct"], load)]
 
 
 def baseline_memory(summary: pd.DataFrame) -> int:
@@ -241,7 +286,8 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
             article = refmod.value(ref, "load_sweep", metric, app=app, vcpu=vcpu, sidecar_count=sidecar_count,
                                    load=load)
             record.update({metric: ours.value, f"{metric}_lo": ours.lo, f"{metric}_hi": ours.hi,
-                           f"{metric}_article": article, f"{metric}_ratio": ratio(ours.value, article)})
+                           f"{metric}_article": article,
+                           **ratio_record(f"{metric}_ratio", to_article(at(rows, load), article, metric))})
             codes = ours.codes
             if ours.conditions:
                 seen |= cell_codes(codes, metric)
@@ -252,8 +298,14 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
         records.append(record)
     data = pd.DataFrame(records, columns=[
         "total_sidecar_load_pct", "p50_ms", "p50_ms_lo", "p50_ms_hi", "p50_ms_article", "p50_ms_ratio",
-        "p99_ms", "p99_ms_lo", "p99_ms_hi", "p99_ms_article", "p99_ms_ratio", "steady_p99_ms",
-        "rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "steady_rps", "repeats", "flags"])
+        "p50_ms_ratio_lo", "p50_ms_ratio_hi",
+        "p99_ms", "p99_ms_lo", "p99_ms_hi", "p99_ms_article", "p99_ms_ratio", "p99_ms_ratio_lo", "p99_ms_ratio_hi",
+        "steady_p99_ms", "rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "rps_ratio_lo", "rps_ratio_hi",
+        "steady_rps", "repeats", "flags"])
+
+    def ratios(metric):
+        return [ratio_text(r[f"{metric}_ratio"], r[f"{metric}_ratio_lo"], r[f"{metric}_ratio_hi"])
+                for _, r in data.iterrows()]
 
     def cells(metric, digits):
         return [measured(r[metric], r[f"{metric}_lo"], r[f"{metric}_hi"], codes_of(r["flags"]), metric, digits)
@@ -263,10 +315,10 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
         "Total load": [f"{x:g}%" for x in data["total_sidecar_load_pct"]],
         "P50 ms": cells("p50_ms", 1), "P50 ms (article)": data["p50_ms_article"].map(fmt),
         "P99 ms": cells("p99_ms", 1), "P99 ms (article)": data["p99_ms_article"].map(fmt),
-        "P99 ours/article": data["p99_ms_ratio"].map(lambda v: fmt(v, 2)),
+        "P99 ours/article": ratios("p99_ms"),
         "Steady P99 ms": data["steady_p99_ms"].map(fmt),
         "RPS": cells("rps", 0), "RPS (article)": data["rps_article"].map(lambda v: fmt(v, 0)),
-        "RPS ours/article": data["rps_ratio"].map(lambda v: fmt(v, 2)),
+        "RPS ours/article": ratios("rps"),
         "Steady RPS": data["steady_rps"].map(lambda v: fmt(v, 0)),
     })
     title = f"{APP_NAMES.get(app, app)} {vcpu:g} vCPU + {sidecar_count} sidecars: total sidecar load -> P50, P99, RPS"
@@ -392,14 +444,23 @@ def go_vs_next(summary: pd.DataFrame, ref: pd.DataFrame, vcpu: float = 0.25, sid
                 if ours.conditions:
                     seen |= cell_codes(codes, metric)
             record[f"{app}_flags"] = flags_text(codes)
+        # How many times Next.js's RPS Go serves, with both apps' run-to-run uncertainty.
+        record.update(ratio_record("go_next_rps_ratio", between(at(go, load), at(nx, load))))
+        record["go_next_rps_ratio_article"] = ratio(record["go_rps_article"], record["next_rps_article"])
+        shown["Go/Next RPS (article)"] = ratio_text(
+            record["go_next_rps_ratio"], record["go_next_rps_ratio_lo"], record["go_next_rps_ratio_hi"], 1) + (
+            f" ({fmt(record['go_next_rps_ratio_article'], 1)})"
+            if not math.isnan(record["go_next_rps_ratio_article"]) else "")
         records.append(record)
         cells.append(shown)
-    columns = ["total_sidecar_load_pct"] + [f"{a}_{m}{s}" for a in ("go", "next") for m in ("p99_ms", "rps")
-                                            for s in ("", "_lo", "_hi", "_article")] + ["go_flags", "next_flags"]
+    columns = (["total_sidecar_load_pct"] + [f"{a}_{m}{s}" for a in ("go", "next") for m in ("p99_ms", "rps")
+                                             for s in ("", "_lo", "_hi", "_article")] + ["go_flags", "next_flags"]
+               + ["go_next_rps_ratio", "go_next_rps_ratio_lo", "go_next_rps_ratio_hi", "go_next_rps_ratio_article"])
     data = pd.DataFrame(records, columns=columns)
     display = pd.DataFrame(cells, columns=["Total load"] + [f"{n} {l} (article)" for n in ("Go", "Next")
-                                                            for l in ("P99 ms", "RPS")])
+                                                            for l in ("P99 ms", "RPS")] + ["Go/Next RPS (article)"])
     notes = [f"{vcpu:g} vCPU, {sidecar_count} sidecars, {memory} MB. Cells: ours [95 % interval] flags (article).",
+             "Go/Next RPS: Go's RPS over Next.js's at the same load, with both cells' run-to-run uncertainty.",
              DEFINITIONS]
     return Table("go_vs_next", f"Go vs Next at {vcpu:g} vCPU + {sidecar_count} sidecars", data, display,
                  notes + missing_note(display), seen)
@@ -434,7 +495,8 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
                 article = refmod.value(ref, "rps_grid", "rps", app=app, vcpu=vcpu, sidecar_count=sc,
                                        total_sidecar_load_pct=bucket)
                 record.update({f"rps_{bucket}": ours.value, f"rps_{bucket}_lo": ours.lo, f"rps_{bucket}_hi": ours.hi,
-                               f"rps_{bucket}_article": article, f"rps_{bucket}_ratio": ratio(ours.value, article),
+                               f"rps_{bucket}_article": article,
+                               **ratio_record(f"rps_{bucket}_ratio", to_article(hit, article, "rps")),
                                f"runs_{bucket}": len(hit), f"flags_{bucket}": flags_text(cell_codes(ours.codes, "rps")),
                                f"loads_{bucket}": " ".join(f"{x:g}" for x in sorted(hit["total_sidecar_load_pct"]))})
                 if len(hit):
@@ -485,7 +547,7 @@ def p99_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str, sidecar_count: 
             article = refmod.value(ref, "p99_grid", "p99_ms", app=app, vcpu=vcpu, sidecar_count=sidecar_count, load=load)
             record.update({f"p99_ms_{load:g}": ours.value, f"p99_ms_{load:g}_lo": ours.lo,
                            f"p99_ms_{load:g}_hi": ours.hi, f"p99_ms_{load:g}_article": article,
-                           f"p99_ms_{load:g}_ratio": ratio(ours.value, article),
+                           **ratio_record(f"p99_ms_{load:g}_ratio", to_article(at(rows, load), article, "p99_ms")),
                            f"flags_{load:g}": flags_text(cell_codes(ours.codes, "p99_ms"))})
             if ours.conditions:
                 seen |= cell_codes(ours.codes, "p99_ms")
@@ -508,39 +570,52 @@ def memory_table(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 
     rows_all = runs_of(summary, sidecar_count=sidecar_count)
     rows_all = rows_all[np.isclose(rows_all["sidecar_load_pct"], sidecar_load_pct)]
     art = refmod.select(ref, "memory")
+    base_memory = baseline_memory(summary)
     keys = set(zip(rows_all["vcpu"], rows_all["memory_mb"])) | set(zip(art["vcpu"], art["memory_mb"]))
     records, seen = [], set()
     for vcpu, memory in sorted(keys):
         record = {"vcpu": float(vcpu), "memory_mb": int(memory)}
         for app in ("go", "next"):
-            ours = measure(runs_of(rows_all, app, vcpu, memory_mb=int(memory)), "rps")
+            cell = runs_of(rows_all, app, vcpu, memory_mb=int(memory))
+            ours = measure(cell, "rps")
             article = refmod.value(ref, "memory", "rps", app=app, vcpu=vcpu, memory_mb=int(memory),
                                    sidecar_count=sidecar_count)
+            # Memory gain: over the same app and vCPU at the baseline memory, both sides' runs counted.
+            gain = between(cell, runs_of(rows_all, app, vcpu, memory_mb=base_memory))
             record.update({f"{app}_rps": ours.value, f"{app}_rps_lo": ours.lo, f"{app}_rps_hi": ours.hi,
-                           f"{app}_rps_article": article, f"{app}_rps_ratio": ratio(ours.value, article),
+                           f"{app}_rps_article": article,
+                           **ratio_record(f"{app}_rps_ratio", to_article(cell, article, "rps")),
+                           **ratio_record(f"{app}_gain", gain),
                            f"{app}_flags": flags_text(cell_codes(ours.codes, "rps"))})
             if ours.conditions:
                 seen |= cell_codes(ours.codes, "rps")
         records.append(record)
     columns = ["vcpu", "memory_mb"] + [f"{a}_{s}" for a in ("go", "next")
-                                       for s in ("rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "flags")]
+                                       for s in ("rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "rps_ratio_lo",
+                                                 "rps_ratio_hi", "gain", "gain_lo", "gain_hi", "flags")]
     data = pd.DataFrame(records, columns=columns)
 
     def cells(app):
         return [measured(r[f"{app}_rps"], r[f"{app}_rps_lo"], r[f"{app}_rps_hi"], codes_of(r[f"{app}_flags"]), "rps", 0)
                 for _, r in data.iterrows()]
 
+    def ratios(app, what):
+        return [ratio_text(r[f"{app}_{what}"], r[f"{app}_{what}_lo"], r[f"{app}_{what}_hi"]) for _, r in data.iterrows()]
+
     display = pd.DataFrame({
         "vCPU": [f"{x:.2f}" for x in data["vcpu"]],
         "Memory limit": [f"{m} MB" for m in data["memory_mb"]],
         "Go RPS": cells("go"), "Go RPS (article)": data["go_rps_article"].map(lambda v: fmt(v, 0)),
-        "Go ours/article": data["go_rps_ratio"].map(lambda v: fmt(v, 2)),
+        "Go ours/article": ratios("go", "rps_ratio"), f"Go / {base_memory} MB": ratios("go", "gain"),
         "Next RPS": cells("next"),
         "Next RPS (article)": data["next_rps_article"].map(lambda v: fmt(v, 0)),
-        "Next ours/article": data["next_rps_ratio"].map(lambda v: fmt(v, 2)),
+        "Next ours/article": ratios("next", "rps_ratio"), f"Next / {base_memory} MB": ratios("next", "gain"),
     })
     notes = [f"{sidecar_count} sidecars at {sidecar_load_pct:g} % each (total {sidecar_count * sidecar_load_pct:g} %). "
-             "The article publishes 1 vCPU only (it saw no memory effect at 0.25-0.5 vCPU).", DEFINITIONS]
+             "The article publishes 1 vCPU only (it saw no memory effect at 0.25-0.5 vCPU).",
+             f"<app> / {base_memory} MB: the memory gain, RPS over the same app's RPS at {base_memory} MB and the same "
+             "vCPU, with both cells' run-to-run uncertainty; an interval holding 1 shows no memory effect at 95 %.",
+             DEFINITIONS]
     return Table("memory", "RPS by memory limit", data, display,
                  notes + missing_note(display[["Go RPS", "Next RPS"]]), seen)
 
