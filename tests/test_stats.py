@@ -330,3 +330,30 @@ def test_repetitions_under_different_load_settings_are_not_pooled(tmp_path):
             for r, wall in ((1, 10.0), (2, 20.0))]
     with pytest.raises(RunFileError, match="go_cpu1_mem2048_sc0_load00: .*different duration_s"):
         summarise_conditions(summarise_runs(runs))
+
+
+def _drift_run(tmp_path, name, ramp, sliver_s, seed):
+    """10 s of Poisson starts at 500/s (steady) or rising linearly so that the last third is 20 % faster
+    than the first (ramp), then a drain sliver in which hey starts nothing."""
+    rng = np.random.default_rng(seed)
+    # Rate a + b t with (a + 8.5 b) / (a + 1.5 b) = 1.2: the thirds' mean rates differ by a fifth.
+    a, b = 500.0, (0.2 * 500.0 / 6.7 if ramp else 0.0)
+    per_second = rng.poisson(a + b * (np.arange(10) + 0.5))
+    offsets = np.concatenate([s + np.sort(rng.uniform(0, 1, n)) for s, n in enumerate(per_second)])
+    times = np.full(len(offsets), 0.004)
+    c = Condition("next", 0.5, 2048, 0, 0)
+    return summarise_run(write_run(tmp_path / f"{name}.parquet", c, times, offset_s=offsets, wall_s=10.0 + sliver_s,
+                                   load_s=10.0 + sliver_s))
+
+
+@pytest.mark.parametrize("sliver_s", [0.002, 0.05, 0.3, 0.9])
+def test_the_drift_flag_fires_on_a_ramp_and_not_on_a_steady_run_whatever_the_drain(tmp_path, sliver_s):
+    steady = _drift_run(tmp_path, "steady", False, sliver_s, seed=1)
+    ramp = _drift_run(tmp_path, "ramp", True, sliver_s, seed=2)
+    assert "not_steady" in ramp["flags"].split(",")
+    assert "not_steady" not in steady["flags"].split(",")
+    # Rates over whole seconds only: the drain sliver neither empties nor inflates a third or the steady rate.
+    assert steady["last_third_rps"] == pytest.approx(500, rel=0.1)
+    assert steady["steady_rps"] == pytest.approx(500, rel=0.05)
+    assert steady["thirds_diff_se_rps"] < 40  # per-second Poisson noise at 500/s over 3 s a third: about 18
+    assert ramp["last_third_rps"] / ramp["first_third_rps"] == pytest.approx(1.2, abs=0.06)

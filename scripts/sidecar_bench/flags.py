@@ -9,7 +9,7 @@ successful responses pooled over its runs).
 |---|---|---|
 | host_bound | H | the quota did not limit the task: throttled share < 0.05 while task CPU < 90 % of the quota; or host CPUs >= 90 % busy; or vCPU limit >= the host's CPU count |
 | sidecar_under | S | sidecars burned < 80 % of their nominal load (sidecars_cpu_vs_target < 0.8) |
-| not_steady | ~ | abs(last-third RPS - first-third RPS) > max(10 % of RPS, 3 x the standard error of that difference from the per-second counts) |
+| not_steady | ~ | abs(last-third RPS - first-third RPS) > max(10 % of RPS, 3 x the standard error of that difference from the per-second counts); thirds of the load window's whole seconds, the drain sliver left out |
 | few_samples_p99 | † | < 500 successful responses: P99 rests on < 5 tail samples |
 | few_samples_p99_9 | ‡ | < 5000 successful responses: P99.9 rests on < 5 tail samples |
 | failed_requests | E | errors > 0 (non-2xx responses or failed requests) |
@@ -60,8 +60,8 @@ FLAGS: dict[str, Flag] = {f.code: f for f in (
     Flag("sidecar_under", "S", "sidecars under their load",
          f"sidecars burned < {SIDECAR_UNDER_RATIO * 100:g} % of their nominal load"),
     Flag("not_steady", "~", "throughput drifted",
-         f"first- and last-third RPS differ by more than {NOT_STEADY_RELATIVE * 100:g} % of RPS and by more than "
-         f"{NOT_STEADY_SE:g} standard errors of the difference"),
+         f"first- and last-third RPS (over the load window's whole seconds) differ by more than "
+         f"{NOT_STEADY_RELATIVE * 100:g} % of RPS and by more than {NOT_STEADY_SE:g} standard errors of the difference"),
     Flag("few_samples_p99", "†", "few samples for P99",
          f"fewer than {FEW_SAMPLES_P99} successful responses (P99 from < 5 tail samples)"),
     Flag("few_samples_p99_9", "‡", "few samples for P99.9",

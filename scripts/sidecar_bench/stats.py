@@ -24,11 +24,16 @@ Definitions (the tables and charts keep to these):
 - Tail shares: slow_<k>p_share = share of successful responses slower than
   k CFS periods (k = 1, 2, 3; period from `cgroup.period_us`, 100 ms when
   absent): the requests that waited for one, two, three later periods.
-- Steady state: the load window is cut in thirds by request start (offset_s);
-  first_third_rps / last_third_rps = successful responses started in that
-  third / a third of load_s. steady_rps and steady_p99_ms are over the
-  responses started in the second half of the window (warm caches, JIT and
-  connection set-up behind it).
+- Steady state, over the whole seconds of the load window only: W =
+  floor(load_s) seconds from hey's start (the sliver after the last whole
+  second is the drain, where hey starts nothing, and would skew any rate).
+  first_third_rps / last_third_rps = successful responses started in the first
+  / last floor(W / 3) whole seconds, per second; thirds_diff_se_rps = the
+  standard error of their difference from the per-second counts of those
+  seconds (Poisson, count / seconds^2, when a third is one second long).
+  steady_rps = successful responses started in the second half of the W
+  seconds / W / 2; steady_p99_ms is over those responses. A condition's are the
+  means of its runs'.
 - Intervals (`<metric>_lo`, `<metric>_hi`, condition summary only), named in
   `interval_method`:
   - "t over runs" (2 or more measured runs): Student's t 95 % interval of the
@@ -199,30 +204,39 @@ def read_samples(path: str | Path) -> RunSamples:
                       load_s, float(wall_s))
 
 
+def whole_seconds(load_s: float) -> int:
+    """The whole seconds of a load window: what rates over time are counted on (the rest is the drain)."""
+    # A window of 9.9999999 s from float noise is 10 whole seconds, not 9.
+    return int(math.floor(round(load_s, 6))) if math.isfinite(load_s) and load_s > 0 else 0
+
+
 def _thirds(offset_s: np.ndarray, load_s: float) -> dict[str, float]:
-    """First/last third RPS by request start, and the standard error of their difference."""
-    third = load_s / 3.0
-    first = offset_s < third
-    last = offset_s >= 2 * third
-    out = {"first_third_rps": float(first.sum()) / third, "last_third_rps": float(last.sum()) / third}
-    # Standard error of each third's mean rate from its per-second counts (Poisson when < 2 seconds).
-    seconds = int(math.ceil(load_s))
-    counts = np.bincount(np.clip(np.floor(offset_s).astype("int64"), 0, max(seconds - 1, 0)),
-                         minlength=max(seconds, 1)).astype("float64")
-    lengths = np.minimum(np.arange(1, len(counts) + 1), load_s) - np.arange(len(counts))
-    rates = counts / np.maximum(lengths, 1e-9)
-    mids = np.arange(len(counts)) + lengths / 2
-    variances = []
-    for in_third, n in ((mids < third, first.sum()), (mids >= 2 * third, last.sum())):
-        r = rates[in_third]
-        variances.append(r.var(ddof=1) / len(r) if len(r) >= 2 else n / third**2)
+    """First/last third RPS over the whole seconds of the window, and the standard error of their difference.
+
+    The drain sliver after the last whole second is left out: hey starts nothing there, so its rate
+    (0, or a few responses / 0.002 s) is no rate of the app and inflated the error tenfold."""
+    seconds = whole_seconds(load_s)
+    third = seconds // 3
+    if third < 1:
+        return {"first_third_rps": math.nan, "last_third_rps": math.nan, "thirds_diff_se_rps": math.nan}
+    starts = np.floor(np.asarray(offset_s, dtype="float64"))
+    starts = starts[(starts >= 0) & (starts < seconds)].astype("int64")
+    counts = np.bincount(starts, minlength=seconds).astype("float64")
+    first, last = counts[:third], counts[seconds - third:]
+    out = {"first_third_rps": float(first.mean()), "last_third_rps": float(last.mean())}
+    # Per-second counts of each third give its rate's standard error; one second alone: Poisson.
+    variances = [c.var(ddof=1) / third if third >= 2 else float(c.sum()) / third**2 for c in (first, last)]
     out["thirds_diff_se_rps"] = math.sqrt(sum(variances))
     return out
 
 
 def _steady(ok_rt: np.ndarray, ok_offset: np.ndarray, load_s: float) -> tuple[np.ndarray, float]:
-    """Response times started in the second half of the window, and that half's length."""
-    return ok_rt[ok_offset >= load_s / 2.0], load_s / 2.0
+    """Response times started in the second half of the window's whole seconds, and that half's length
+    (a window shorter than a second: the second half of it)."""
+    seconds = whole_seconds(load_s)
+    span = float(seconds) if seconds >= 1 else load_s
+    inside = (ok_offset >= span / 2.0) & (ok_offset < span)
+    return ok_rt[inside], span / 2.0
 
 
 def summarise_samples(samples: RunSamples) -> dict[str, Any]:
