@@ -77,7 +77,7 @@ def test_charts_survive_a_matrix_without_their_setups(tmp_path):
 def hand_summary():
     rows = []
     for load, p99, rps, flags in ((0, 98.0, 1000.0, ""), (15, 104.0, 620.0, "host_bound"), (18, 187.0, 600.0, ""),
-                                  (45, 193.0, 540.0, "sidecar_under,few_samples_p99_9")):
+                                  (45, 193.0, 540.0, "failed_requests,few_samples_p99_9")):
         rows.append({"condition_id": f"go_cpu0.25_mem2048_sc3_load{load // 3:02d}", "app": "go", "vcpu": 0.25,
                      "memory_mb": 2048, "sidecar_count": 3, "sidecar_load_pct": load / 3,
                      "total_sidecar_load_pct": float(load), "p50_ms": 1.0, "p50_ms_lo": 0.9, "p50_ms_hi": 1.1,
@@ -110,9 +110,9 @@ def test_figure_has_interval_bars_and_a_ring_on_flagged_points():
     ours = data[(data["source"] == "ours") & (data["series"] == "P99")].set_index("load")
     assert (ours.loc[15, "lo"], ours.loc[15, "hi"]) == (101.0, 108.0)
     assert ours.loc[15, "flagged"] == FLAGGED and ours.loc[0, "flagged"] == ""
-    # P99.9's sample count does not flag an RPS point; the sidecars' shortfall does.
+    # P99.9's sample count does not flag an RPS point; failed requests do.
     rps = data[(data["source"] == "ours") & (data["series"] == "RPS")].set_index("load")
-    assert rps.loc[45, "flags"] == "sidecar_under"
+    assert rps.loc[45, "flags"] == "failed_requests"
     spec = latency_rps_chart(hand_summary(), ref).to_dict()
     layers = list(layers_of(spec))
     bars = [l for l in layers if mark_type(l) == "rule" and "y2" in l.get("encoding", {})]
@@ -165,9 +165,9 @@ def test_per_second_chart_shows_the_first_repetition_at_no_load_and_the_highest(
             runs.append(write_run(tmp_path / cid / f"rep{rep}.parquet", condition,
                                   np.resize(two_mode_samples(2.0, slow), 1000), wall_s=10.0))
     data = timeseries_data(summary, runs)
-    assert set(data["load"]) == {"0% load", "45% load (S ‡)"}
+    assert set(data["load"]) == {"0% load", "45% load (‡ E)"}
     assert set(data["repeat"]) == {1} and data["p99_ms"].max() == pytest.approx(100.0)
-    assert data.groupby("load")["responses"].sum().to_dict() == {"0% load": 1000, "45% load (S ‡)": 1000}
+    assert data.groupby("load")["responses"].sum().to_dict() == {"0% load": 1000, "45% load (‡ E)": 1000}
 
 
 def test_memory_chart_compares_each_apps_rps_with_its_own_2048_mb_cell():

@@ -585,7 +585,7 @@ def _summarise(text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int,
     row["restart_count"] = float(np.nansum(col["restart_count"]))
     peak = col["peak_memory_mb"]
     row["peak_memory_mb"] = float(np.nanmax(peak)) if np.isfinite(peak).any() else math.nan
-    codes = flagmod.condition_flags(_codes([*text["flags"], *failed["flags"]]), row)
+    codes = flagmod.condition_flags(_codes([*text["flags"], *failed["flags"]]), row, run_p99_ms=col["p99_ms"])
     row["flags"] = flagmod.join(codes)
     for code in flagmod.CODES:
         row[f"flag_{code}"] = code in codes

@@ -50,9 +50,9 @@ STEADY_NOTE = ("Steady P99 / steady RPS: over the second half of the load window
                "transient; the article's numbers are whole-window.")
 # Flags that do not bear on a metric's cell: P99.9's sample count says nothing about RPS, P50 or P99.
 NOT_FOR = {
-    "rps": {"few_samples_p99", "few_samples_p99_9"},
-    "steady_rps": {"few_samples_p99", "few_samples_p99_9"},
-    "p50_ms": {"few_samples_p99", "few_samples_p99_9"},
+    "rps": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
+    "steady_rps": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
+    "p50_ms": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
     "p99_ms": {"few_samples_p99_9"},
     "steady_p99_ms": {"few_samples_p99_9"},
 }
@@ -168,6 +168,58 @@ def at(rows: pd.DataFrame, load: float) -> pd.DataFrame:
     return rows[np.isclose(rows["total_sidecar_load_pct"], load)]
 
 
+TAIL_SHARE = 0.01  # P99: 1 % of the responses are at or above it
+
+
+def tail_vs_article(rows: pd.DataFrame, article_p99: float) -> tuple[str, str]:
+    """A bimodal cell against the article's P99, by what that P99 says of the tail shares.
+
+    Article P99 p with k x T < p <= (k + 1) x T: at least 1 % of its responses were slower than k
+    periods and at most 1 % slower than k + 1. Ours agrees when our shares' 95 % intervals allow
+    both (slow_<k>p_share_hi >= 1 %, slow_<k+1>p_share_lo <= 1 %), else differs. Returns (text, verdict);
+    ("", "") when the cell is no single bimodal condition or the article has no P99 there."""
+    if len(rows) != 1 or math.isnan(article_p99) or "bimodal" not in codes_of(rows.iloc[0].get("flags")):
+        return "", ""
+    row = rows.iloc[0]
+    period = float(row.get("period_ms", math.nan))
+    period = period if math.isfinite(period) and period > 0 else 100.0
+    k = math.ceil(article_p99 / period) - 1  # article_p99 in (k T, (k + 1) T]
+    parts, verdict = [], "agrees"
+    for periods, side in ((k, ">="), (k + 1, "<=")):
+        column = f"slow_{periods}p_share"
+        if not 1 <= periods <= 3 or column not in row.index or pd.isna(row[column]):
+            continue
+        lo, hi = float(row.get(f"{column}_lo", math.nan)), float(row.get(f"{column}_hi", math.nan))
+        lo, hi = (float(row[column]) if math.isnan(lo) else lo), (float(row[column]) if math.isnan(hi) else hi)
+        if (side == ">=" and hi < TAIL_SHARE) or (side == "<=" and lo > TAIL_SHARE):
+            verdict = "differs"
+        parts.append(f"> {periods * period:g} ms {100 * float(row[column]):.1f} % [{100 * lo:.1f}–{100 * hi:.1f}] "
+                     f"(article {side} 1 %)")
+    if not parts:
+        return "", ""
+    return "tails: " + "; ".join(parts) + f": {verdict}", verdict
+
+
+def delivered(rows: pd.DataFrame) -> float:
+    """The sidecars' delivered CPU (% of one core, mean over the runs) of a cell's conditions."""
+    if "sidecars_cpu_pct" not in rows.columns or rows["sidecars_cpu_pct"].notna().sum() == 0:
+        return math.nan
+    return float(rows["sidecars_cpu_pct"].mean())
+
+
+def load_text(load: float, used: float) -> str:
+    """"15% (11.2 used)": the nominal total load and the CPU the sidecars delivered."""
+    return f"{load:g}%" + (f" ({used:.1f} used)" if not math.isnan(used) and load > 0 else "")
+
+
+DELIVERED_NOTE = ("Load: the sidecars' nominal total load, and in parentheses the CPU they delivered (% of one core, "
+                  "mean over the runs; summary.csv sidecars_cpu_pct). Wall-clock sidecars, the article's method, burn "
+                  "less than nominal when the task is throttled; the delivered CPU is what the app lost.")
+BIMODAL_NOTE = ("B (bimodal): the runs' P99 fall on both sides of a boundary between whole CFS periods, so a P99 "
+                "ratio would compare one mode with the other; such a cell is compared with the article by the tail "
+                "shares its P99 implies (at least 1 % slower than k periods, at most 1 % slower than k + 1).")
+
+
 def baseline_memory(summary: pd.DataFrame) -> int:
     """2048 MB (the article's default) if the matrix has it, else the most common memory limit."""
     if summary.empty:
@@ -277,7 +329,7 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
     rows = runs_of(summary, app, vcpu, sidecar_count, memory)
     art = refmod.select(ref, "load_sweep", app=app, vcpu=vcpu, sidecar_count=sidecar_count)
     loads = sorted(set(rows["total_sidecar_load_pct"].dropna()) | set(art["load"].dropna()))
-    records, seen = [], set()
+    records, seen, tails = [], set(), {}
     for load in loads:
         record = {"total_sidecar_load_pct": load}
         codes: tuple[str, ...] = ()
@@ -293,18 +345,25 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
                 seen |= cell_codes(codes, metric)
         for metric in ("steady_p99_ms", "steady_rps"):
             record[metric] = measured_at(rows, load, metric).value
+        record["sidecars_cpu_pct"] = delivered(at(rows, load))
+        text, verdict = tail_vs_article(at(rows, load), record["p99_ms_article"])
+        record["p99_tails_vs_article"] = verdict
+        if verdict:  # a bimodal cell: no P99 ratio, its tail shares instead
+            record.update({"p99_ms_ratio": math.nan, "p99_ms_ratio_lo": math.nan, "p99_ms_ratio_hi": math.nan})
+            tails[load] = text
         record["repeats"] = measured_at(rows, load, "repeats").value
         record["flags"] = flags_text(codes)
         records.append(record)
     data = pd.DataFrame(records, columns=[
-        "total_sidecar_load_pct", "p50_ms", "p50_ms_lo", "p50_ms_hi", "p50_ms_article", "p50_ms_ratio",
+        "total_sidecar_load_pct", "sidecars_cpu_pct", "p50_ms", "p50_ms_lo", "p50_ms_hi", "p50_ms_article", "p50_ms_ratio",
         "p50_ms_ratio_lo", "p50_ms_ratio_hi",
         "p99_ms", "p99_ms_lo", "p99_ms_hi", "p99_ms_article", "p99_ms_ratio", "p99_ms_ratio_lo", "p99_ms_ratio_hi",
         "steady_p99_ms", "rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "rps_ratio_lo", "rps_ratio_hi",
-        "steady_rps", "repeats", "flags"])
+        "steady_rps", "p99_tails_vs_article", "repeats", "flags"])
 
     def ratios(metric):
-        return [ratio_text(r[f"{metric}_ratio"], r[f"{metric}_ratio_lo"], r[f"{metric}_ratio_hi"])
+        return [tails.get(r["total_sidecar_load_pct"]) if metric == "p99_ms" and r["total_sidecar_load_pct"] in tails
+                else ratio_text(r[f"{metric}_ratio"], r[f"{metric}_ratio_lo"], r[f"{metric}_ratio_hi"])
                 for _, r in data.iterrows()]
 
     def cells(metric, digits):
@@ -312,7 +371,8 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
                 for _, r in data.iterrows()]
 
     display = pd.DataFrame({
-        "Total load": [f"{x:g}%" for x in data["total_sidecar_load_pct"]],
+        "Total load (delivered)": [load_text(x, u) for x, u in zip(data["total_sidecar_load_pct"],
+                                                                    data["sidecars_cpu_pct"])],
         "P50 ms": cells("p50_ms", 1), "P50 ms (article)": data["p50_ms_article"].map(fmt),
         "P99 ms": cells("p99_ms", 1), "P99 ms (article)": data["p99_ms_article"].map(fmt),
         "P99 ours/article": ratios("p99_ms"),
@@ -322,8 +382,10 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
         "Steady RPS": data["steady_rps"].map(lambda v: fmt(v, 0)),
     })
     title = f"{APP_NAMES.get(app, app)} {vcpu:g} vCPU + {sidecar_count} sidecars: total sidecar load -> P50, P99, RPS"
-    notes = [DEFINITIONS, STEADY_NOTE,
+    notes = [DEFINITIONS, STEADY_NOTE, DELIVERED_NOTE,
              f"Memory {memory} MB. Rows: every total load measured here or published by the article."]
+    if tails:
+        notes.append(BIMODAL_NOTE)
     return Table(f"load_sweep_{app}", title, data, display, notes + missing_note(display[["P50 ms"]]), seen)
 
 
@@ -429,7 +491,10 @@ def go_vs_next(summary: pd.DataFrame, ref: pd.DataFrame, vcpu: float = 0.25, sid
     records, cells, seen = [], [], set()
     for load in loads:
         record = {"total_sidecar_load_pct": load}
-        shown = {"Total load": f"{load:g}%"}
+        record.update({f"{app}_sidecars_cpu_pct": delivered(at(rows, load)) for app, rows in (("go", go), ("next", nx))})
+        used = " / ".join(f"{record[f'{app}_sidecars_cpu_pct']:.1f}" for app in ("go", "next")
+                          if not math.isnan(record[f"{app}_sidecars_cpu_pct"]))
+        shown = {"Total load": f"{load:g}%" + (f" ({used} used)" if used and load > 0 else "")}
         for app, rows in (("go", go), ("next", nx)):
             name = APP_NAMES[app].split()[0]
             codes: tuple[str, ...] = ()
@@ -455,12 +520,15 @@ def go_vs_next(summary: pd.DataFrame, ref: pd.DataFrame, vcpu: float = 0.25, sid
         cells.append(shown)
     columns = (["total_sidecar_load_pct"] + [f"{a}_{m}{s}" for a in ("go", "next") for m in ("p99_ms", "rps")
                                              for s in ("", "_lo", "_hi", "_article")] + ["go_flags", "next_flags"]
-               + ["go_next_rps_ratio", "go_next_rps_ratio_lo", "go_next_rps_ratio_hi", "go_next_rps_ratio_article"])
+               + ["go_next_rps_ratio", "go_next_rps_ratio_lo", "go_next_rps_ratio_hi", "go_next_rps_ratio_article"]
+               + ["go_sidecars_cpu_pct", "next_sidecars_cpu_pct"])
     data = pd.DataFrame(records, columns=columns)
     display = pd.DataFrame(cells, columns=["Total load"] + [f"{n} {l} (article)" for n in ("Go", "Next")
                                                             for l in ("P99 ms", "RPS")] + ["Go/Next RPS (article)"])
     notes = [f"{vcpu:g} vCPU, {sidecar_count} sidecars, {memory} MB. Cells: ours [95 % interval] flags (article).",
              "Go/Next RPS: Go's RPS over Next.js's at the same load, with both cells' run-to-run uncertainty.",
+             "Total load: nominal, and in parentheses the CPU the sidecars delivered beside Go / beside Next.js "
+             "(% of one core, mean over the runs).",
              DEFINITIONS]
     return Table("go_vs_next", f"Go vs Next at {vcpu:g} vCPU + {sidecar_count} sidecars", data, display,
                  notes + missing_note(display), seen)
@@ -545,22 +613,30 @@ def p99_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str, sidecar_count: 
         for load in P99_GRID_LOADS:
             ours = measured_at(rows, load, "p99_ms")
             article = refmod.value(ref, "p99_grid", "p99_ms", app=app, vcpu=vcpu, sidecar_count=sidecar_count, load=load)
+            text, verdict = tail_vs_article(at(rows, load), article)
+            ratio_found = NO_RATIO if verdict else to_article(at(rows, load), article, "p99_ms")
             record.update({f"p99_ms_{load:g}": ours.value, f"p99_ms_{load:g}_lo": ours.lo,
                            f"p99_ms_{load:g}_hi": ours.hi, f"p99_ms_{load:g}_article": article,
-                           **ratio_record(f"p99_ms_{load:g}_ratio", to_article(at(rows, load), article, "p99_ms")),
+                           f"sidecars_cpu_pct_{load:g}": delivered(at(rows, load)),
+                           f"p99_tails_vs_article_{load:g}": verdict,
+                           **ratio_record(f"p99_ms_{load:g}_ratio", ratio_found),
                            f"flags_{load:g}": flags_text(cell_codes(ours.codes, "p99_ms"))})
             if ours.conditions:
                 seen |= cell_codes(ours.codes, "p99_ms")
+            used = record[f"sidecars_cpu_pct_{load:g}"]
             shown[f"{load:g}%"] = measured(ours.value, ours.lo, ours.hi, ours.codes, "p99_ms") + (
-                f" ({fmt(article)})" if not math.isnan(article) else "")
+                f" ({fmt(article)})" if not math.isnan(article) else "") + (
+                f" @{used:.1f}" if not math.isnan(used) and load > 0 else "") + (f" tails {verdict}" if verdict else "")
         records.append(record)
         cells.append(shown)
     data = pd.DataFrame(records)
     if data.empty:
         data = pd.DataFrame(columns=["vcpu"])
     display = pd.DataFrame(cells, columns=["vCPU"] + [f"{x:g}%" for x in P99_GRID_LOADS])
-    notes = [f"Cells: our P99 ms [95 % interval] flags (article's). Rows: vCPU; columns: total sidecar load; "
-             f"{sidecar_count} sidecars, {memory} MB.", DEFINITIONS]
+    notes = [f"Cells: our P99 ms [95 % interval] flags (article's) @ the CPU the sidecars delivered (% of one core). "
+             f"Rows: vCPU; columns: nominal total sidecar load; {sidecar_count} sidecars, {memory} MB.",
+             BIMODAL_NOTE + " Here: 'tails agrees' / 'tails differs' (p99_grid CSV: p99_tails_vs_article_<load>).",
+             DEFINITIONS]
     return Table(f"p99_grid_{app}", f"{APP_NAMES.get(app, app)}: P99 (ms) by vCPU x total load, {sidecar_count} sidecars",
                  data, display, notes + missing_note(display), seen)
 
