@@ -117,6 +117,9 @@ def test_figure_has_interval_bars_and_a_ring_on_flagged_points():
     layers = list(layers_of(spec))
     bars = [l for l in layers if mark_type(l) == "rule" and "y2" in l.get("encoding", {})]
     assert bars and bars[0]["encoding"]["y2"]["field"] == "hi"
+    # RPS axes start at zero: a cut axis makes a 0.46 retention look like a 0.63 one.
+    rps_axes = [l["encoding"]["y"] for l in layers if l.get("encoding", {}).get("y", {}).get("title") == "RPS (responses/s)"]
+    assert rps_axes and all(y["scale"]["zero"] is True for y in rps_axes)
     rings = [l for l in layers if l.get("encoding", {}).get("stroke", {}).get("field") == "flagged"]
     assert rings and rings[0]["mark"]["filled"] is False
     assert "Red rings: flagged conditions (H host-bound" in " ".join(spec["title"]["subtitle"])

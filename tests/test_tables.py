@@ -207,6 +207,8 @@ def test_breaking_point_table_says_break_within_noise_or_none(hand_summary, ref,
     nx = points[(points["app"] == "next") & (points["vcpu"] == 0.25) & (points["sidecar_count"] == 3)].iloc[0]
     assert nx["verdict"] == "break" and (nx["before_load_pct"], nx["after_load_pct"]) == (3, 6)
     assert bool(nx["same_step_as_article"]) is True
+    # Verdicts against the article come from the rule: a sweep within noise places no break at 95 %.
+    assert (nx["vs_article"], go["vs_article"]) == ("same step", "no break at 95 %")
     md = (tmp_path / "breaking_points.md").read_text()
     assert "| within noise | 3% -> 6% (98.0 -> 104.0 ms) |" in md
     assert "from 6% on P99 >= 101.0 ms <= 107.0 ms, the highest before" in md
@@ -258,3 +260,20 @@ def test_a_bimodal_cell_is_compared_with_the_article_by_its_tail_shares(ref, tmp
     assert "B (bimodal)" in md
     # At 18 % (article 194.9 ms) ours has 2 % or more slower than two periods, the article at most 1 %: differs.
     assert sweep.loc[18, "p99_tails_vs_article"] == "differs"
+
+
+def test_versus_the_article_by_the_rule():
+    from sidecar_bench.breaking import BREAK, BreakingPoint
+    from sidecar_bench.tables import versus_article
+
+    article = {"before_load_pct": 3.0, "after_load_pct": 6.0}
+
+    def step(before, after):
+        return BreakingPoint(before, after, 100.0, 190.0, "jump")
+
+    assert versus_article(BREAK, step(3, 6), article) == "same step"
+    assert versus_article(BREAK, step(0, 3), article) == "earlier"
+    assert versus_article(BREAK, step(6, 9), article) == "later"
+    assert versus_article(BREAK, step(4, 5), article) == "overlapping"
+    assert versus_article("within noise", step(3, 6), article) == "no break at 95 %"
+    assert versus_article(BREAK, step(3, 6), None) == "no article break"

@@ -440,12 +440,13 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
         record["same_step_as_article"] = (
             bool(step.before_load_pct == a["before_load_pct"] and step.after_load_pct == a["after_load_pct"])
             if a is not None and step is not None and verdict == BREAK else None)
+        record["vs_article"] = versus_article(verdict, step, a)
         records.append(record)
     data = pd.DataFrame(records, columns=["app", "vcpu", "sidecar_count", "loads_measured", "load_range", "verdict",
                                           "before_load_pct", "after_load_pct", "before_p99_ms", "after_p99_ms",
                                           "rule", "evidence", "flags", "article_before_load_pct",
                                           "article_after_load_pct", "article_before_p99_ms", "article_after_p99_ms",
-                                          "same_step_as_article"])
+                                          "same_step_as_article", "vs_article"])
 
     def step_text(before, after, p_before, p_after):
         if math.isnan(before):
@@ -462,7 +463,10 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
         "Evidence": [r.evidence or MISSING for r in data.itertuples()],
         "Article": [step_text(r.article_before_load_pct, r.article_after_load_pct, r.article_before_p99_ms,
                               r.article_after_p99_ms) for r in data.itertuples()],
+        "Against the article": [r.vs_article or MISSING for r in data.itertuples()],
     })
+    counts = data["vs_article"].value_counts()
+    tally = ", ".join(f"{counts[v]} {v}" for v in VS_ARTICLE if v in counts)
     notes = [
         "Rule (detected from the data, not typed in; breaking.py): along each app / vCPU / sidecar-count sweep at "
         f"{memory} MB, sorted by total sidecar load, a step is large when P99 rises and either (jump) rises by at "
@@ -476,9 +480,32 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
         "Verdict: 'break' (the first step meeting both), 'within noise' (the first large step whose intervals "
         "overlap what came before or after; no break found), 'none' (no large step over the loads measured), "
         "'too few loads'. The fine 1 % steps of the article preset are needed to place a break to within a few %.",
+        "Against the article, by the rule (not by hand): 'same step' (our break is the article's step), 'earlier' / "
+        "'later' (our break's step ends at or before / starts at or after the article's), 'overlapping' (the two "
+        "steps share loads), 'no break at 95 %' (the article has a break, our intervals place none), 'no article "
+        "break' (the article publishes none for the sweep)." + (f" Here: {tally}." if tally else ""),
         DEFINITIONS,
     ]
     return Table("breaking_points", "Breaking points: first load step where P99 breaks", data, display, notes, seen)
+
+
+VS_ARTICLE = ("same step", "earlier", "later", "overlapping", "no break at 95 %", "no article break")
+
+
+def versus_article(verdict: str, step, article) -> str:
+    """Our sweep's breaking point against the article's, by the rule (see breaking_points' notes)."""
+    if article is None:
+        return "no article break"
+    if verdict != BREAK or step is None:
+        return "no break at 95 %"
+    before, after = float(article["before_load_pct"]), float(article["after_load_pct"])
+    if step.before_load_pct == before and step.after_load_pct == after:
+        return "same step"
+    if step.after_load_pct <= before:
+        return "earlier"
+    if step.before_load_pct >= after:
+        return "later"
+    return "overlapping"
 
 
 def go_vs_next(summary: pd.DataFrame, ref: pd.DataFrame, vcpu: float = 0.25, sidecar_count: int = 3) -> Table:
