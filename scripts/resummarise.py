@@ -9,7 +9,8 @@ only those rows (stats.summarise_conditions), so a better statistic reaches a
 published set without a new measurement. For each SET_DIR this rewrites:
 
 - runs_summary.csv: the runs' flags by the current rules (flags.run_flags on
-  each row; a flag computed from raw samples keeps the value the row holds);
+  each row; a flag computed from raw samples keeps the value the row holds),
+  every other cell as it was;
 - summary.csv: stats.summarise_conditions over those rows, with the cost
   columns of model.add_cost_columns, as aggregate_runs writes it;
 - tables/*.md, *.csv and the charts made from the summary alone
@@ -88,9 +89,11 @@ def resummarise(set_dir: Path, reference: Path = REFERENCE) -> dict:
     per_run = rerun_flags(per_run)
     failed = per_run["status"] == FAILED
     summary = summarise_conditions(per_run)
-    cost_runs, summary = add_cost_columns(per_run[~failed], summary)
-    per_run = pd.concat([cost_runs, per_run[failed]]).loc[per_run.index] if failed.any() else cost_runs
-    per_run.to_csv(runs_csv, index=False, float_format="%.6g")
+    _, summary = add_cost_columns(per_run[~failed], summary)
+    # The rows as published, text for text, but for their flags: no number is rewritten by a round trip.
+    as_text = pd.read_csv(runs_csv, dtype=str, keep_default_na=False)
+    as_text["flags"] = per_run["flags"].to_numpy()
+    as_text.to_csv(runs_csv, index=False)
     summary.to_csv(set_dir / "summary.csv", index=False, float_format="%.6g")
 
     ref = load_reference(reference)
