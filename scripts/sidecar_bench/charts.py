@@ -438,7 +438,7 @@ def distribution_chart(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[
         if not paths:
             continue
         ok = []
-        for path in paths:  # every repetition, pooled as the summary's percentiles are
+        for path in paths:  # every repetition pooled: the distribution of all the condition's responses
             cols = read_columns(path, ["response_time_s", "status_code"])
             ok.append(cols["response_time_s"][(cols["status_code"] >= 200) & (cols["status_code"] <= 299)])
         points = ccdf_points(np.concatenate(ok))
