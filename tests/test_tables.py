@@ -96,6 +96,8 @@ def test_rps_grid_cells_average_the_runs_of_a_bucket(tables):
     assert three["runs_25-45"] == 0
     md = (tables / "rps_grid_go.md").read_text()
     assert f"| 0.25 | +proxy | — (372) | {proxy['rps_5-15']:.0f}" in md and " (318) [n=2] | — (321) | — | — |" in md
+    # The CPU the sidecars delivered beside our value (synthetic sidecars: 98 % of 5 and 15 %, mean 9.8).
+    assert proxy["sidecars_cpu_pct_5-15"] == pytest.approx(9.8) and " @9.8 (318) [n=2]" in md
     assert "| 2.00 | +agent+log | — (7589) |" in md
 
 

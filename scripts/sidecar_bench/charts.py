@@ -141,13 +141,14 @@ def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
                     "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(), "series": series,
                     "value": rows[column].to_numpy(), "lo": _col(rows, f"{column}_lo").to_numpy(),
                     "hi": _col(rows, f"{column}_hi").to_numpy(), "source": "ours",
+                    "delivered": _col(rows, "sidecars_cpu_pct").to_numpy(),
                     "flags": [metric_flags(v, column) for v in _col(rows, "flags")]}))
             article = refmod.sweep(ref, app, vcpu, sc, column)
             if len(article):
                 frames.append(pd.DataFrame({"setup": name, "load": article.index, "series": series,
                                             "value": article.to_numpy(), "lo": math.nan, "hi": math.nan,
-                                            "source": "article", "flags": ""}))
-    columns = ["setup", "load", "series", "value", "lo", "hi", "source", "flags"]
+                                            "source": "article", "delivered": math.nan, "flags": ""}))
+    columns = ["setup", "load", "series", "value", "lo", "hi", "source", "delivered", "flags"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
     return with_flags(data.dropna(subset=["value"]))
 
@@ -161,6 +162,7 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelM
                       scale=alt.Scale(domain=list(SERIES_COLORS), range=list(SERIES_COLORS.values())))
     x = alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE)
     tooltip = ["setup:N", "series:N", "source:N", alt.Tooltip("load:Q", title="load %"),
+               alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
                alt.Tooltip("value:Q", format=".1f"), alt.Tooltip("lo:Q", format=".1f"),
                alt.Tooltip("hi:Q", format=".1f"), "marks:N"]
     rows = []
@@ -210,14 +212,16 @@ def retained_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
             frames.append(pd.DataFrame({
                 "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(),
                 "retained": retained, "lo": lo, "hi": hi, "rps": rows["rps"].to_numpy(), "source": "ours",
+                "delivered": _col(rows, "sidecars_cpu_pct").to_numpy(),
                 "flags": [metric_flags(v, "rps") for v in _col(rows, "flags")]}))
         article = refmod.sweep(ref, app, vcpu, sc, "rps")
         if len(article) and 0.0 in article.index:
             frames.append(pd.DataFrame({"setup": name, "load": article.index,
                                         "retained": article.to_numpy() / article.loc[0.0], "lo": math.nan,
-                                        "hi": math.nan, "rps": article.to_numpy(), "source": "article", "flags": ""}))
+                                        "hi": math.nan, "rps": article.to_numpy(), "source": "article",
+                                        "delivered": math.nan, "flags": ""}))
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["setup", "load", "retained", "lo", "hi", "rps", "source", "flags"])
+        columns=["setup", "load", "retained", "lo", "hi", "rps", "source", "delivered", "flags"])
     return with_flags(data)
 
 
@@ -233,7 +237,8 @@ def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixi
               scale=alt.Scale(zero=True))
     base = alt.Chart(data).encode(
         x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE), color=color,
-        tooltip=["setup:N", "source:N", "load:Q", alt.Tooltip("rps:Q", format=".0f"),
+        tooltip=["setup:N", "source:N", "load:Q", alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
+                 alt.Tooltip("rps:Q", format=".0f"),
                  alt.Tooltip("retained:Q", format=".0%"), alt.Tooltip("lo:Q", format=".0%"),
                  alt.Tooltip("hi:Q", format=".0%"), "marks:N"])
     subtitle = ["Hollow diamonds: the article's values. Bars: 95 % interval of our retention, with the run-to-run "

@@ -436,6 +436,8 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
             "article_after_load_pct": a["after_load_pct"] if a is not None else math.nan,
             "article_before_p99_ms": a["before_p99_ms"] if a is not None else math.nan,
             "article_after_p99_ms": a["after_p99_ms"] if a is not None else math.nan,
+            "before_sidecars_cpu_pct": delivered(at(sweep, step.before_load_pct)) if step else math.nan,
+            "after_sidecars_cpu_pct": delivered(at(sweep, step.after_load_pct)) if step else math.nan,
         }
         record["same_step_as_article"] = (
             bool(step.before_load_pct == a["before_load_pct"] and step.after_load_pct == a["after_load_pct"])
@@ -446,18 +448,22 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
                                           "before_load_pct", "after_load_pct", "before_p99_ms", "after_p99_ms",
                                           "rule", "evidence", "flags", "article_before_load_pct",
                                           "article_after_load_pct", "article_before_p99_ms", "article_after_p99_ms",
-                                          "same_step_as_article", "vs_article"])
+                                          "same_step_as_article", "vs_article", "before_sidecars_cpu_pct",
+                                          "after_sidecars_cpu_pct"])
 
-    def step_text(before, after, p_before, p_after):
+    def step_text(before, after, p_before, p_after, used_before=math.nan, used_after=math.nan):
         if math.isnan(before):
             return MISSING
-        return f"{before:g}% -> {after:g}% ({fmt(p_before)} -> {fmt(p_after)} ms)"
+        used = (f", {fmt(used_before)} -> {fmt(used_after)} % CPU used"
+                if not (math.isnan(used_before) or math.isnan(used_after)) else "")
+        return f"{before:g}% -> {after:g}% ({fmt(p_before)} -> {fmt(p_after)} ms{used})"
 
     display = pd.DataFrame({
         "Setup": [f"{APP_NAMES.get(r.app, r.app)} {r.vcpu:g} vCPU + {r.sidecar_count} sidecar(s)" for r in data.itertuples()],
         "Loads measured": [f"{r.loads_measured} ({r.load_range})" if r.loads_measured else MISSING for r in data.itertuples()],
         "Verdict": data["verdict"],
-        "Step (P99)": [step_text(r.before_load_pct, r.after_load_pct, r.before_p99_ms, r.after_p99_ms)
+        "Step (P99)": [step_text(r.before_load_pct, r.after_load_pct, r.before_p99_ms, r.after_p99_ms,
+                                 r.before_sidecars_cpu_pct, r.after_sidecars_cpu_pct)
                        + (f" {marks(codes_of(r.flags), 'p99_ms')}" if marks(codes_of(r.flags), "p99_ms") else "")
                        for r in data.itertuples()],
         "Evidence": [r.evidence or MISSING for r in data.itertuples()],
@@ -593,10 +599,13 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
                                f"rps_{bucket}_article": article,
                                **ratio_record(f"rps_{bucket}_ratio", to_article(hit, article, "rps")),
                                f"runs_{bucket}": len(hit), f"flags_{bucket}": flags_text(cell_codes(ours.codes, "rps")),
-                               f"loads_{bucket}": " ".join(f"{x:g}" for x in sorted(hit["total_sidecar_load_pct"]))})
+                               f"loads_{bucket}": " ".join(f"{x:g}" for x in sorted(hit["total_sidecar_load_pct"])),
+                               f"sidecars_cpu_pct_{bucket}": delivered(hit)})
                 if len(hit):
                     seen |= cell_codes(ours.codes, "rps")
+                used = record[f"sidecars_cpu_pct_{bucket}"]
                 text = measured(ours.value, ours.lo, ours.hi, ours.codes, "rps", 0) + (
+                    f" @{used:.1f}" if not math.isnan(used) and high > 0 else "") + (
                     f" ({fmt(article, 0)})" if not math.isnan(article) else "")
                 if len(hit) > 1:
                     text += f" [n={len(hit)}]"
@@ -610,8 +619,8 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
     data = pd.DataFrame(records)
     display = pd.DataFrame(cells, columns=["vCPU", "Sidecars"] + [f"{b}%" for b, _, _ in LOAD_BUCKETS])
     notes = [
-        f"Cells: our RPS [95 % interval] flags (article's RPS). Columns are ranges of total sidecar load (inclusive); "
-        f"memory {memory} MB.",
+        f"Cells: our RPS [95 % interval] flags @ the CPU the sidecars delivered (% of one core, mean over the runs) "
+        f"(article's RPS). Columns are ranges of nominal total sidecar load (inclusive); memory {memory} MB.",
         "A cell holds the runs whose total load lies in its range and whose per-sidecar load is one of the grid's "
         f"levels ({', '.join(f'{x:g}' for x in GRID_SIDECAR_LOADS)} %); fine-step runs appear in the load sweeps, "
         "not here. When several conditions fall in one cell (e.g. +proxy at 5 % and 15 %), the cell is the mean of "
