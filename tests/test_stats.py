@@ -357,3 +357,13 @@ def test_the_drift_flag_fires_on_a_ramp_and_not_on_a_steady_run_whatever_the_dra
     assert steady["steady_rps"] == pytest.approx(500, rel=0.05)
     assert steady["thirds_diff_se_rps"] < 40  # per-second Poisson noise at 500/s over 3 s a third: about 18
     assert ramp["last_third_rps"] / ramp["first_third_rps"] == pytest.approx(1.2, abs=0.06)
+
+
+def test_a_baseline_over_itself_is_exactly_one():
+    from sidecar_bench.stats import condition_ratio
+
+    base = {"condition_id": "go_cpu0.25_mem2048_sc3_load00", "rps": 1000.0, "rps_runs": "900;1000;1100"}
+    same = condition_ratio(base, dict(base))
+    assert (same.value, same.lo, same.hi) == (1.0, 1.0, 1.0)
+    other = condition_ratio({**base, "condition_id": "go_cpu0.25_mem2048_sc3_load05"}, base)
+    assert other.lo < 1.0 < other.hi  # two conditions with the same runs still differ by their noise

@@ -464,7 +464,12 @@ def _runs_of(row: Any, metric: str) -> np.ndarray:
 
 def condition_ratio(numerator: Any, denominator: Any, metric: str = "rps") -> repstats.Estimate:
     """Ratio of two conditions' metric (summary rows), with both sides' run-to-run uncertainty:
-    repstats.ratio_interval over their per-run values (`<metric>_runs`)."""
+    repstats.ratio_interval over their per-run values (`<metric>_runs`). A condition over itself (a
+    baseline's own retention) is exactly 1: the same runs on both sides are no two samples."""
+    ids = [row.get("condition_id") if hasattr(row, "get") else None for row in (numerator, denominator)]
+    if ids[0] is not None and ids[0] == ids[1]:
+        n = len(_runs_of(numerator, metric))
+        return repstats.Estimate(1.0, 1.0, 1.0, n, "same condition")
     return repstats.ratio_interval(_runs_of(numerator, metric), _runs_of(denominator, metric))
 
 
