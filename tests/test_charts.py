@@ -198,3 +198,13 @@ def test_memory_chart_compares_each_apps_rps_with_its_own_2048_mb_cell():
     spec = memory_chart(summary, ref).to_dict()
     assert spec["title"]["text"].startswith("RPS by memory limit, relative to 2048 MB")
     assert spec["hconcat"][0]["layer"][0]["encoding"]["y"]["field"] == "rel"
+
+
+def test_a_latency_interval_down_to_zero_ends_at_heys_resolution_on_the_log_axis():
+    ref = reference.load_reference(REFERENCE)
+    summary = hand_summary().assign(p50_ms_lo=0.0)  # a t interval of two runs clipped at 0
+    data = figure_data(summary, ref)
+    p50 = data[(data["source"] == "ours") & (data["series"] == "P50")]
+    assert (p50["lo"] == 0.1).all()
+    rps = data[(data["source"] == "ours") & (data["series"] == "RPS")]
+    assert (rps["lo"] == summary["rps_lo"].to_numpy()).all()  # RPS stays on its linear axis from zero

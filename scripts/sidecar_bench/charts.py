@@ -129,6 +129,9 @@ def _col(rows: pd.DataFrame, name: str) -> pd.Series:
     return rows[name] if name in rows.columns else pd.Series(math.nan, index=rows.index)
 
 
+LATENCY_FLOOR_MS = 0.1  # hey's resolution
+
+
 def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     memory = baseline_memory(summary)
     frames = []
@@ -150,6 +153,10 @@ def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
                                             "source": "article", "delivered": math.nan, "flags": ""}))
     columns = ["setup", "load", "series", "value", "lo", "hi", "source", "delivered", "flags"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    # Latencies go on a log axis, where a t interval's low end of 0 would break the whole axis:
+    # no latency is below hey's 0.1 ms resolution, so that is where such a bar ends.
+    latency = data["series"].isin(["P50", "P99"])
+    data.loc[latency, "lo"] = pd.to_numeric(data.loc[latency, "lo"], errors="coerce").clip(lower=LATENCY_FLOOR_MS)
     return with_flags(data.dropna(subset=["value"]))
 
 
