@@ -36,7 +36,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sidecar_bench import charts, flags as flagmod, set_report, tables  # noqa: E402
+from sidecar_bench import charts, set_report, tables  # noqa: E402
+from sidecar_bench import flags as flagmod  # noqa: E402
 from sidecar_bench.model import add_cost_columns  # noqa: E402
 from sidecar_bench.reference import load_reference  # noqa: E402
 from sidecar_bench.stats import FAILED, summarise_conditions  # noqa: E402

@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from sidecar_bench import stats
 from sidecar_bench.conditions import Condition
 from sidecar_bench.synthetic import run_path, write_run

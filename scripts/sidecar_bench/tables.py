@@ -649,7 +649,7 @@ def p99_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str, sidecar_count: 
         for load in P99_GRID_LOADS:
             ours = measured_at(rows, load, "p99_ms")
             article = refmod.value(ref, "p99_grid", "p99_ms", app=app, vcpu=vcpu, sidecar_count=sidecar_count, load=load)
-            text, verdict = tail_vs_article(at(rows, load), article)
+            _, verdict = tail_vs_article(at(rows, load), article)
             ratio_found = NO_RATIO if verdict else to_article(at(rows, load), article, "p99_ms")
             record.update({f"p99_ms_{load:g}": ours.value, f"p99_ms_{load:g}_lo": ours.lo,
                            f"p99_ms_{load:g}_hi": ours.hi, f"p99_ms_{load:g}_article": article,
