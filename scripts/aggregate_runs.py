@@ -1,8 +1,9 @@
 """Snakemake script: run files -> per-run and per-condition summaries.
 
 results/<preset>/runs_summary.parquet, .csv: one row per run file (repetition).
-results/<preset>/summary.parquet, .csv: one row per condition, pooled over its
-repetitions, with 95 % intervals and validity flags.
+results/<preset>/summary.parquet, .csv: one row per condition, the mean of its
+repetitions with a t interval over them (within-run only for a single repetition),
+run-to-run CVs and validity flags.
 Statistics and their definitions live in sidecar_bench.stats (intervals.py, flags.py).
 """
 

@@ -11,7 +11,7 @@ run without blocks), the point value stands for its interval.
 Absolute RPS is a property of the host (two machines of the same kind differ by a
 quarter while their ratios agree), so the default metrics travel between hosts:
 `retention` (RPS over the RPS of the same app / vCPU / sidecar count / memory at
-0 % sidecar load, with the loaded cell's interval over that baseline), P99 and
+0 % sidecar load, with both cells' run-to-run uncertainty), P99 and
 the shares of responses slower than 1 and 2 CFS periods. `rps` is there too, with
 the median ratio of yours to the published as the host factor.
 
@@ -30,6 +30,10 @@ from pathlib import Path
 
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sidecar_bench.stats import condition_ratio  # noqa: E402
+
 KEY = "condition_id"
 SWEEP = ["app", "vcpu", "sidecar_count", "memory_mb"]
 DEFAULT_METRICS = ("retention", "p99_ms", "slow_1p_share", "slow_2p_share")
@@ -42,16 +46,18 @@ class CompareError(ValueError):
 
 
 def with_retention(summary: pd.DataFrame) -> pd.DataFrame:
-    """Add retention, retention_lo, retention_hi: RPS over the same sweep's 0 % load RPS."""
-    frame = summary.copy()
-    for column in ("rps_lo", "rps_hi"):
-        if column not in frame:
-            frame[column] = frame["rps"]
-    zero = frame[frame["total_sidecar_load_pct"] == 0].drop_duplicates(SWEEP).set_index(SWEEP)["rps"]
-    base = frame.set_index(SWEEP).index.map(lambda key: zero.get(key, math.nan))
-    base = pd.Series(list(base), index=frame.index, dtype="float64")
-    for suffix in ("", "_lo", "_hi"):
-        frame[f"retention{suffix}"] = frame[f"rps{suffix}"] / base
+    """Add retention, retention_lo, retention_hi: RPS over the same sweep's 0 % load RPS, with the run-to-run
+    uncertainty of both cells (stats.condition_ratio over their per-run RPS, `rps_runs`); a summary without
+    per-run values gives the ratio of the two values without an interval."""
+    frame = summary.copy().reset_index(drop=True)
+    zero = frame[frame["total_sidecar_load_pct"] == 0].drop_duplicates(SWEEP)
+    bases = {tuple(row[c] for c in SWEEP): row for _, row in zero.iterrows()}
+    found = []
+    for _, row in frame.iterrows():
+        base = bases.get(tuple(row[c] for c in SWEEP))
+        found.append(condition_ratio(row, base) if base is not None else None)
+    for suffix, attr in (("", "value"), ("_lo", "lo"), ("_hi", "hi")):
+        frame[f"retention{suffix}"] = [math.nan if f is None else getattr(f, attr) for f in found]
     return frame
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import aggregate_runs
 import plot_charts
-from sidecar_bench import reference
+from sidecar_bench import reference, repstats
 from sidecar_bench.charts import (CHART_NAMES, FLAGGED, ccdf_points, figure_data, latency_rps_chart, period_labels,
                                   run_files, tail_data, tail_share_chart, timeseries_data, write_charts)
 from sidecar_bench.conditions import Condition
@@ -77,7 +77,7 @@ def test_charts_survive_a_matrix_without_their_setups(tmp_path):
 def hand_summary():
     rows = []
     for load, p99, rps, flags in ((0, 98.0, 1000.0, ""), (15, 104.0, 620.0, "host_bound"), (18, 187.0, 600.0, ""),
-                                  (45, 193.0, 540.0, "sidecar_under,few_samples_p99_9")):
+                                  (45, 193.0, 540.0, "failed_requests,few_samples_p99_9")):
         rows.append({"condition_id": f"go_cpu0.25_mem2048_sc3_load{load // 3:02d}", "app": "go", "vcpu": 0.25,
                      "memory_mb": 2048, "sidecar_count": 3, "sidecar_load_pct": load / 3,
                      "total_sidecar_load_pct": float(load), "p50_ms": 1.0, "p50_ms_lo": 0.9, "p50_ms_hi": 1.1,
@@ -110,13 +110,16 @@ def test_figure_has_interval_bars_and_a_ring_on_flagged_points():
     ours = data[(data["source"] == "ours") & (data["series"] == "P99")].set_index("load")
     assert (ours.loc[15, "lo"], ours.loc[15, "hi"]) == (101.0, 108.0)
     assert ours.loc[15, "flagged"] == FLAGGED and ours.loc[0, "flagged"] == ""
-    # P99.9's sample count does not flag an RPS point; the sidecars' shortfall does.
+    # P99.9's sample count does not flag an RPS point; failed requests do.
     rps = data[(data["source"] == "ours") & (data["series"] == "RPS")].set_index("load")
-    assert rps.loc[45, "flags"] == "sidecar_under"
+    assert rps.loc[45, "flags"] == "failed_requests"
     spec = latency_rps_chart(hand_summary(), ref).to_dict()
     layers = list(layers_of(spec))
     bars = [l for l in layers if mark_type(l) == "rule" and "y2" in l.get("encoding", {})]
     assert bars and bars[0]["encoding"]["y2"]["field"] == "hi"
+    # RPS axes start at zero: a cut axis makes a 0.46 retention look like a 0.63 one.
+    rps_axes = [l["encoding"]["y"] for l in layers if l.get("encoding", {}).get("y", {}).get("title") == "RPS (responses/s)"]
+    assert rps_axes and all(y["scale"]["zero"] is True for y in rps_axes)
     rings = [l for l in layers if l.get("encoding", {}).get("stroke", {}).get("field") == "flagged"]
     assert rings and rings[0]["mark"]["filled"] is False
     assert "Red rings: flagged conditions (H host-bound" in " ".join(spec["title"]["subtitle"])
@@ -165,9 +168,9 @@ def test_per_second_chart_shows_the_first_repetition_at_no_load_and_the_highest(
             runs.append(write_run(tmp_path / cid / f"rep{rep}.parquet", condition,
                                   np.resize(two_mode_samples(2.0, slow), 1000), wall_s=10.0))
     data = timeseries_data(summary, runs)
-    assert set(data["load"]) == {"0% load", "45% load (S ‡)"}
+    assert set(data["load"]) == {"0% load", "45% load (‡ E)"}
     assert set(data["repeat"]) == {1} and data["p99_ms"].max() == pytest.approx(100.0)
-    assert data.groupby("load")["responses"].sum().to_dict() == {"0% load": 1000, "45% load (S ‡)": 1000}
+    assert data.groupby("load")["responses"].sum().to_dict() == {"0% load": 1000, "45% load (‡ E)": 1000}
 
 
 def test_memory_chart_compares_each_apps_rps_with_its_own_2048_mb_cell():
@@ -179,15 +182,29 @@ def test_memory_chart_compares_each_apps_rps_with_its_own_2048_mb_cell():
         rows.append({"condition_id": f"next_cpu1_mem{memory_mb}_sc3_load15", "app": "next", "vcpu": 1.0,
                      "memory_mb": memory_mb, "sidecar_count": 3, "sidecar_load_pct": 15.0,
                      "total_sidecar_load_pct": 45.0, "rps": rps, "rps_lo": rps - 40, "rps_hi": rps + 40,
-                     "flags": "noisy" if memory_mb == 512 else "", "repeats": 3, "failed_runs": 0})
+                     "flags": "noisy" if memory_mb == 512 else "", "repeats": 3, "failed_runs": 0,
+                     "rps_runs": ";".join(f"{rps + d:g}" for d in (-20, 0, 20))})
     summary = pd.DataFrame(rows)
     data = memory_data(summary, ref)
     ours = data[data["source"] == "ours"].set_index("memory_mb")
-    assert ours["rel"].round(3).to_dict() == {512: 0.625, 2048: 1.0, 4096: 1.1}
-    assert (ours.loc[512, "rel_lo"], ours.loc[512, "rel_hi"]) == (0.525, 0.725)
+    assert ours["rel"].round(3).to_dict() == {512: 0.624, 2048: 1.0, 4096: 1.1}  # ratio of geometric means
+    # The gain's interval counts the 2048 MB cell's runs too: wider than 512 MB's own spread over a fixed 400.
+    gain = repstats.ratio_interval([230.0, 250.0, 270.0], [380.0, 400.0, 420.0])
+    assert (ours.loc[512, "rel_lo"], ours.loc[512, "rel_hi"]) == pytest.approx((gain.lo, gain.hi))
+    assert ours.loc[512, "rel_lo"] < 230 / 400 and ours.loc[512, "rel_hi"] > 270 / 400
     # The article's 1 vCPU Next.js over its own 2048 MB cell (2,308 RPS): 1,960 -> 0.85, 3,344 -> 1.45.
     article = data[(data["source"] == "article") & (data["app"] == "next")].set_index("memory_mb")
     assert article["rel"].round(2).to_dict() == {512: 0.85, 1024: 0.98, 2048: 1.0, 4096: 1.45}
     spec = memory_chart(summary, ref).to_dict()
     assert spec["title"]["text"].startswith("RPS by memory limit, relative to 2048 MB")
     assert spec["hconcat"][0]["layer"][0]["encoding"]["y"]["field"] == "rel"
+
+
+def test_a_latency_interval_down_to_zero_ends_at_heys_resolution_on_the_log_axis():
+    ref = reference.load_reference(REFERENCE)
+    summary = hand_summary().assign(p50_ms_lo=0.0)  # a t interval of two runs clipped at 0
+    data = figure_data(summary, ref)
+    p50 = data[(data["source"] == "ours") & (data["series"] == "P50")]
+    assert (p50["lo"] == 0.1).all()
+    rps = data[(data["source"] == "ours") & (data["series"] == "RPS")]
+    assert (rps["lo"] == summary["rps_lo"].to_numpy()).all()  # RPS stays on its linear axis from zero

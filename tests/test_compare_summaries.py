@@ -4,6 +4,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -14,33 +15,54 @@ import compare_summaries as cs  # noqa: E402
 def summary(rows):
     frame = pd.DataFrame(rows, columns=["condition_id", "app", "vcpu", "sidecar_count", "memory_mb",
                                         "total_sidecar_load_pct", "rps", "rps_lo", "rps_hi", "p99_ms", "p99_ms_lo",
-                                        "p99_ms_hi"])
+                                        "p99_ms_hi", "rps_runs"])
     return frame
 
 
 PUBLISHED = summary([
-    ("go_0", "go", 0.25, 3, 2048, 0, 800, 780, 820, 99, 96, 100),
-    ("go_15", "go", 0.25, 3, 2048, 15, 500, 480, 540, 105, 101, 187),
+    ("go_0", "go", 0.25, 3, 2048, 0, 800, 780, 820, 99, 96, 100, "790;800;810"),
+    ("go_15", "go", 0.25, 3, 2048, 15, 500, 480, 540, 105, 101, 187, "480;500;520"),
 ])
 # Another host: a fifth slower, same shape; P99 at 15 % moved to two periods.
 YOURS = summary([
-    ("go_0", "go", 0.25, 3, 2048, 0, 640, 620, 660, 98, 97, 99),
-    ("go_15", "go", 0.25, 3, 2048, 15, 410, 400, 420, 190, 188, 193),
+    ("go_0", "go", 0.25, 3, 2048, 0, 640, 620, 660, 98, 97, 99, "630;640;650"),
+    ("go_15", "go", 0.25, 3, 2048, 15, 410, 400, 420, 190, 188, 193, "400;410;420"),
 ])
 
 
-def test_retention_is_rps_over_the_same_sweeps_zero_load_rps():
-    frame = cs.with_retention(PUBLISHED)
-    row = frame.set_index("condition_id").loc["go_15"]
-    assert (row["retention"], row["retention_lo"], row["retention_hi"]) == (500 / 800, 480 / 800, 540 / 800)
-    assert frame.set_index("condition_id").loc["go_0", "retention"] == 1.0
+def welch_log_ratio(num, den):
+    """The textbook Welch interval of mean(log num) - mean(log den), exponentiated."""
+    from scipy import stats
+
+    a, b = np.log(num), np.log(den)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
+    diff = a.mean() - b.mean()
+    return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+
+
+def test_retention_carries_both_cells_run_to_run_uncertainty():
+    frame = cs.with_retention(PUBLISHED).set_index("condition_id")
+    row = frame.loc["go_15"]
+    expected = welch_log_ratio([480.0, 500.0, 520.0], [790.0, 800.0, 810.0])
+    assert (row["retention"], row["retention_lo"], row["retention_hi"]) == pytest.approx(expected)
+    # Wider than the loaded cell's own spread over a fixed baseline (480/800 .. 520/800) would say.
+    assert row["retention_lo"] < 480 / 800 and row["retention_hi"] > 520 / 800
+    assert frame.loc["go_0", "retention"] == pytest.approx(1.0)
+
+
+def test_a_summary_without_per_run_values_gives_retention_without_an_interval():
+    frame = cs.with_retention(PUBLISHED.drop(columns=["rps_runs"])).set_index("condition_id")
+    assert frame.loc["go_15", "retention"] == pytest.approx(500 / 800)
+    assert math.isnan(frame.loc["go_15", "retention_lo"])
 
 
 def test_cells_agree_when_their_intervals_overlap():
     table = cs.compare(PUBLISHED, YOURS, ("retention", "rps", "p99_ms")).set_index(["condition_id", "metric"])
-    # Retention at 15 %: published [0.600, 0.675], yours [400/640, 420/640] = [0.625, 0.656]: overlap.
+    # Retention at 15 %: published 0.625, yours 0.641, each with both cells' uncertainty: overlap.
     assert table.loc[("go_15", "retention"), "agree"]
-    assert math.isclose(table.loc[("go_15", "retention"), "yours"], 410 / 640)
+    assert table.loc[("go_15", "retention"), "yours"] == pytest.approx(410 / 640, rel=1e-3)
     # Absolute RPS does not travel between hosts; P99 at 15 %: [101, 187] against [188, 193]: no overlap.
     assert not table.loc[("go_15", "rps"), "agree"]
     assert not table.loc[("go_15", "p99_ms"), "agree"]

@@ -160,8 +160,9 @@ def test_a_condition_whose_repetitions_all_failed_has_no_number(analysed):
     assert (row["repeats"], row["failed_runs"], row["flags"]) == (0, 1, "run_failed")
     numeric = [c for c in stats.CONDITION_COLUMNS if c not in stats.IDENTITY_COLUMNS
                and c not in ("repeats", "failed_runs", "cap_reached", "oom_killed") and not c.startswith("flag")
-               and not c.startswith("env_") and c not in ("failure", "cgroup_source")]
+               and not c.startswith("env_") and c not in ("failure", "cgroup_source", "interval_method")]
     assert all(pd.isna(row[c]) for c in numeric), [c for c in numeric if not pd.isna(row[c])]
+    assert row["interval_method"] == "none"
     assert all(pd.isna(row[c]) for c in ("app_cost_ms", "app_cost_ms_lo"))
 
 

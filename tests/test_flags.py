@@ -20,11 +20,11 @@ def test_a_clean_run_has_no_flags():
 
 
 def test_every_code_has_a_mark_label_and_rule():
-    assert set(FLAGS) == {"host_bound", "sidecar_under", "not_steady", "few_samples_p99", "few_samples_p99_9",
-                          "failed_requests", "cap_reached", "oom_or_restart", "noisy", "low_coverage", "run_failed"}
+    assert set(FLAGS) == {"host_bound", "not_steady", "few_samples_p99", "few_samples_p99_9", "failed_requests",
+                          "cap_reached", "oom_or_restart", "noisy", "bimodal", "low_coverage", "run_failed"}
     marks = [f.mark for f in FLAGS.values()]
     assert len(set(marks)) == len(marks) and all(1 <= len(m) <= 2 for m in marks)
-    assert "0.8" in FLAGS["sidecar_under"].rule or "80 %" in FLAGS["sidecar_under"].rule
+    assert "period" in FLAGS["bimodal"].rule and "tail shares" in FLAGS["bimodal"].rule
 
 
 @pytest.mark.parametrize("changes", [
@@ -43,10 +43,10 @@ def test_not_host_bound_when_throttled_or_using_the_quota():
     assert "host_bound" not in run_flags(with_(host_busy_pct=float("nan")))  # format 1: unknown
 
 
-def test_sidecar_under_below_eighty_percent_of_target():
-    assert "sidecar_under" in run_flags(with_(sidecars_cpu_vs_target=0.79))
-    assert "sidecar_under" not in run_flags(with_(sidecars_cpu_vs_target=0.80))
-    assert "sidecar_under" not in run_flags(with_(sidecars_cpu_vs_target=float("nan")))  # no sidecars
+def test_sidecars_under_their_nominal_load_is_a_value_not_a_flag():
+    assert run_flags(with_(sidecars_cpu_vs_target=0.3)) == []
+    # A summary written before keeps the retired code in its runs' flags: the condition drops it.
+    assert condition_flags([["sidecar_under", "failed_requests"]], {"successful": 6000}) == ["failed_requests"]
 
 
 def test_not_steady_needs_ten_percent_and_three_standard_errors():
@@ -67,17 +67,58 @@ def test_sample_counts_errors_cap_oom_and_coverage():
     assert run_flags(with_(time_coverage=0.89)) == ["low_coverage"]
 
 
-def test_condition_flags_combine_runs_pool_counts_and_judge_intervals():
-    pooled = {"successful": 6000, "rps": 1000, "rps_lo": 960, "rps_hi": 1050, "p99_ms": 100, "p99_ms_lo": 90,
-              "p99_ms_hi": 110}
+POOLED = {"successful": 6000, "rps": 1000, "rps_lo": 900, "rps_hi": 1100, "p99_ms": 100, "p99_ms_lo": 90,
+          "p99_ms_hi": 110, "period_ms": 100.0}
+
+
+def test_condition_flags_combine_runs_and_sum_counts():
     # Each run has 2000 responses (few for P99.9), the three together 6000: not few.
     runs = [["few_samples_p99_9"], ["few_samples_p99_9", "failed_requests"], []]
-    assert condition_flags(runs, pooled) == ["failed_requests"]
-    assert condition_flags([], {**pooled, "rps_hi": 1161}) == ["noisy"]  # 201 > 20 % of 1000
-    assert condition_flags([], {**pooled, "p99_ms_hi": 141}) == ["noisy"]  # 51 > 50 % of 100
+    assert condition_flags(runs, POOLED) == ["failed_requests"]
     assert join(["noisy", "cap_reached"]) == "cap_reached,noisy" and join([]) == ""
 
 
+def test_noisy_when_the_rps_interval_is_wider_than_half_the_rps():
+    assert condition_flags([], {**POOLED, "rps_lo": 750, "rps_hi": 1251}) == ["noisy"]  # 501 > 50 % of 1000
+    assert condition_flags([], {**POOLED, "rps_lo": 750, "rps_hi": 1250}) == []  # 500: not wider
+
+
+def test_noisy_when_the_p99_interval_spans_a_whole_period():
+    # 185.3 [106.5-189.8] ms: 83 ms wide, under P99 itself, but see a 100 ms period span: 106 -> 206.
+    assert condition_flags([], {**POOLED, "p99_ms": 185.3, "p99_ms_lo": 106.0, "p99_ms_hi": 206.0}) == ["noisy"]
+    assert condition_flags([], {**POOLED, "p99_ms": 185.3, "p99_ms_lo": 106.0, "p99_ms_hi": 205.9}) == []
+    # At a 50 ms period the same 99.9 ms is two periods.
+    assert condition_flags([], {**POOLED, "period_ms": 50.0, "p99_ms": 185.3, "p99_ms_lo": 106.0,
+                                "p99_ms_hi": 205.9}) == ["noisy"]
+
+
+def test_noisy_when_the_p99_interval_is_wider_than_p99_itself():
+    assert condition_flags([], {**POOLED, "p99_ms": 20.0, "p99_ms_lo": 0.0, "p99_ms_hi": 20.1}) == ["noisy"]
+    assert condition_flags([], {**POOLED, "p99_ms": 20.0, "p99_ms_lo": 0.0, "p99_ms_hi": 20.0}) == []
+
+
+def test_bimodal_when_runs_p99_fall_on_both_sides_of_a_period_boundary():
+    # The issue's cell: 107.5, 184.9, 189.8 ms: one run's slowest percent waited one period, the others' two.
+    assert flags.bimodal([107.5, 184.9, 189.8], 100.0)
+    assert flags.bimodal([149.9, 150.0], 100.0) and not flags.bimodal([140.0, 149.9], 100.0)
+    assert flags.bimodal([240.0, 250.0], 100.0) and flags.bimodal([349.0, 351.0], 100.0)
+    assert not flags.bimodal([97.3, 99.2, 104.9], 100.0)  # all at one period: the knife edge at 100 ms is no mode
+    assert not flags.bimodal([185.0, 191.7, 188.8], 100.0)
+    assert not flags.bimodal([107.5], 100.0) and not flags.bimodal([107.5, float("nan")], 100.0)
+    assert flags.bimodal([60.0, 80.0], 50.0)  # 75 ms = 1.5 periods of 50 ms
+
+
+def test_a_bimodal_condition_is_marked_bimodal_not_noisy_for_its_p99():
+    wide = {**POOLED, "p99_ms": 160.7, "p99_ms_lo": 60.0, "p99_ms_hi": 260.0}
+    assert condition_flags([], wide, run_p99_ms=[107.5, 184.9, 189.8]) == ["bimodal"]
+    assert condition_flags([], wide, run_p99_ms=[140.0, 145.0, 149.0]) == ["noisy"]
+    # Its RPS can still be noisy.
+    assert condition_flags([], {**wide, "rps_lo": 700, "rps_hi": 1300}, run_p99_ms=[107.5, 184.9]) == [
+        "noisy", "bimodal"]
+
+
 def test_thresholds_are_named_constants():
-    assert (flags.SIDECAR_UNDER_RATIO, flags.FEW_SAMPLES_P99, flags.FEW_SAMPLES_P99_9) == (0.8, 500, 5000)
-    assert (flags.NOISY_RPS_WIDTH, flags.NOISY_P99_WIDTH, flags.LOW_COVERAGE) == (0.2, 0.5, 0.9)
+    assert (flags.FEW_SAMPLES_P99, flags.FEW_SAMPLES_P99_9) == (500, 5000)
+    assert (flags.NOISY_RPS_WIDTH, flags.NOISY_P99_WIDTH, flags.NOISY_P99_PERIODS, flags.LOW_COVERAGE) == (
+        0.5, 1.0, 1.0, 0.9)
+    assert flags.BIMODAL_PERIODS == (1, 2, 3)

@@ -231,7 +231,7 @@ def test_thirds_and_steady_state_by_request_start(tmp_path):
     assert "not_steady" in row["flags"].split(",")
 
 
-def test_conditions_pool_their_repetitions(tmp_path):
+def test_a_condition_is_the_mean_of_its_runs_with_a_t_interval_over_them(tmp_path):
     c = Condition("next", 0.5, 2048, 1, 5)
     fast = write_run(run_path(tmp_path, c.id, 1), c, [0.002] * 90 + [0.150] * 10, wall_s=10.0, repeat=1,
                      time_coverage=0.95)
@@ -242,17 +242,52 @@ def test_conditions_pool_their_repetitions(tmp_path):
     summary = summarise_conditions(per_run, resamples=200)
     assert list(summary.columns) == CONDITION_COLUMNS
     row = summary.iloc[0]
-    assert row["repeats"] == 2
-    assert row["rps"] == pytest.approx(400 / 20.0)  # pooled: all successful / all load seconds
-    assert row["p50_ms"] == pytest.approx(4.0)  # 290 of 400 took 4 ms
-    assert row["p99_ms"] == pytest.approx(250.0)  # rank 396 of 400: among the ten 250 ms responses
-    assert row["slow_1p_share"] == pytest.approx(20 / 400)
-    assert row["slow_2p_share"] == pytest.approx(10 / 400)
+    assert row["repeats"] == 2 and row["interval_method"] == "t over runs"
+    assert row["rps"] == pytest.approx((10.0 + 30.0) / 2)  # the runs' RPS: 100 / 10 s and 300 / 10 s
+    assert row["p50_ms"] == pytest.approx(3.0)  # mean of 2 and 4 ms
+    assert row["p99_ms"] == pytest.approx(200.0)  # mean of 150 and 250 ms
+    assert row["slow_1p_share"] == pytest.approx((0.10 + 10 / 300) / 2)
+    assert row["mean_ms"] == pytest.approx((0.002 * 90 + 0.15 * 10 + 0.004 * 290 + 0.25 * 10) / 400 * 1000)
+    assert row["max_ms"] == pytest.approx(250.0)
     assert row["failed"] == 2 and row["successful"] == 400
-    # Drawing the same run twice happens: the interval spans the two runs' own rates (10 and 30 RPS).
-    assert row["rps_lo"] < 12 and row["rps_hi"] > 28
-    assert row["flags"] == "failed_requests,few_samples_p99,few_samples_p99_9,noisy"
-    assert row["flag_noisy"] and not row["flag_cap_reached"]
+    # Two runs: mean +- t(0.975, 1) x s / sqrt(2) = 20 +- 12.706 x 14.142 / 1.414, clipped at 0.
+    assert row["rps_hi"] == pytest.approx(20 + 12.7062 * 10, rel=1e-4) and row["rps_lo"] == 0.0
+    assert row["rps_cv"] == pytest.approx(np.std([10, 30], ddof=1) / 20)
+    assert row["rps_runs"] == "10;30" and row["p99_ms_runs"] == "150;250"
+    assert row["slow_2p_share_lo"] >= 0.0  # a share's interval stays inside [0, 1]
+    assert "noisy" in row["flags"].split(",") and row["flag_noisy"] and not row["flag_cap_reached"]
+
+
+def test_the_summary_of_three_runs_needs_only_their_rows(tmp_path):
+    # Published sets keep runs_summary.csv, not the run files: the summary must come out the same from it.
+    c = Condition("go", 0.25, 2048, 3, 5)
+    runs = [write_run(run_path(tmp_path, c.id, r), c, [0.002] * (900 + 50 * r) + [0.105 + 0.04 * r] * 20,
+                      wall_s=10.0, repeat=r) for r in (1, 2, 3)]
+    per_run = summarise_runs(runs)
+    direct = summarise_conditions(per_run).iloc[0]
+    csv = tmp_path / "runs_summary.csv"
+    per_run.to_csv(csv, index=False, float_format="%.6g")
+    for path in runs:
+        path.unlink()
+    import pandas as pd
+    again = summarise_conditions(pd.read_csv(csv)).iloc[0]
+    for column in ("rps", "rps_lo", "rps_hi", "rps_cv", "p99_ms", "p99_ms_lo", "p99_ms_hi", "slow_1p_share_hi",
+                   "steady_rps", "mean_ms", "interval_method", "flags"):
+        assert again[column] == pytest.approx(direct[column], rel=1e-5) if isinstance(direct[column], float) \
+            else again[column] == direct[column]
+
+
+def test_one_run_keeps_the_within_run_interval_and_says_so(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    rng = np.random.default_rng(3)
+    path = write_run(run_path(tmp_path, c.id, 1), c, np.round(rng.lognormal(-6, 0.5, 2000), 4), wall_s=10.0)
+    per_run = summarise_runs([path])
+    row = summarise_conditions(per_run, resamples=200).iloc[0]
+    assert row["interval_method"] == "within-run only"
+    assert row["rps_lo"] < row["rps"] < row["rps_hi"] and np.isnan(row["rps_cv"])
+    path.unlink()  # raw run gone: the value stays, the interval cannot be made
+    gone = summarise_conditions(per_run, resamples=200).iloc[0]
+    assert gone["interval_method"] == "none" and gone["rps"] == row["rps"] and np.isnan(gone["rps_lo"])
 
 
 def test_the_same_repetition_twice_is_an_error(tmp_path):
@@ -295,3 +330,40 @@ def test_repetitions_under_different_load_settings_are_not_pooled(tmp_path):
             for r, wall in ((1, 10.0), (2, 20.0))]
     with pytest.raises(RunFileError, match="go_cpu1_mem2048_sc0_load00: .*different duration_s"):
         summarise_conditions(summarise_runs(runs))
+
+
+def _drift_run(tmp_path, name, ramp, sliver_s, seed):
+    """10 s of Poisson starts at 500/s (steady) or rising linearly so that the last third is 20 % faster
+    than the first (ramp), then a drain sliver in which hey starts nothing."""
+    rng = np.random.default_rng(seed)
+    # Rate a + b t with (a + 8.5 b) / (a + 1.5 b) = 1.2: the thirds' mean rates differ by a fifth.
+    a, b = 500.0, (0.2 * 500.0 / 6.7 if ramp else 0.0)
+    per_second = rng.poisson(a + b * (np.arange(10) + 0.5))
+    offsets = np.concatenate([s + np.sort(rng.uniform(0, 1, n)) for s, n in enumerate(per_second)])
+    times = np.full(len(offsets), 0.004)
+    c = Condition("next", 0.5, 2048, 0, 0)
+    return summarise_run(write_run(tmp_path / f"{name}.parquet", c, times, offset_s=offsets, wall_s=10.0 + sliver_s,
+                                   load_s=10.0 + sliver_s))
+
+
+@pytest.mark.parametrize("sliver_s", [0.002, 0.05, 0.3, 0.9])
+def test_the_drift_flag_fires_on_a_ramp_and_not_on_a_steady_run_whatever_the_drain(tmp_path, sliver_s):
+    steady = _drift_run(tmp_path, "steady", False, sliver_s, seed=1)
+    ramp = _drift_run(tmp_path, "ramp", True, sliver_s, seed=2)
+    assert "not_steady" in ramp["flags"].split(",")
+    assert "not_steady" not in steady["flags"].split(",")
+    # Rates over whole seconds only: the drain sliver neither empties nor inflates a third or the steady rate.
+    assert steady["last_third_rps"] == pytest.approx(500, rel=0.1)
+    assert steady["steady_rps"] == pytest.approx(500, rel=0.05)
+    assert steady["thirds_diff_se_rps"] < 40  # per-second Poisson noise at 500/s over 3 s a third: about 18
+    assert ramp["last_third_rps"] / ramp["first_third_rps"] == pytest.approx(1.2, abs=0.06)
+
+
+def test_a_baseline_over_itself_is_exactly_one():
+    from sidecar_bench.stats import condition_ratio
+
+    base = {"condition_id": "go_cpu0.25_mem2048_sc3_load00", "rps": 1000.0, "rps_runs": "900;1000;1100"}
+    same = condition_ratio(base, dict(base))
+    assert (same.value, same.lo, same.hi) == (1.0, 1.0, 1.0)
+    other = condition_ratio({**base, "condition_id": "go_cpu0.25_mem2048_sc3_load05"}, base)
+    assert other.lo < 1.0 < other.hi  # two conditions with the same runs still differ by their noise

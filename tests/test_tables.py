@@ -64,7 +64,9 @@ def test_load_sweep_has_ours_beside_the_article(tables):
     # A load the article published but this matrix lacks: article number, no ours.
     assert np.isnan(sweep.loc[45, "p99_ms"]) and sweep.loc[45, "p99_ms_article"] == pytest.approx(196.6)
     md = (tables / "load_sweep_go.md").read_text()
-    assert "| 15% | 3.5" in md and "| 3.7 | 108.0" in md and "| 109.1 |" in md
+    # The nominal load with the CPU the sidecars delivered (synthetic sidecars burn 98 % of 3 x 5 %).
+    assert "| 15% (14.7 used) | 3.5" in md and "| 3.7 | 108.0" in md and "| 109.1 |" in md
+    assert sweep.loc[15, "sidecars_cpu_pct"] == pytest.approx(14.7)
     assert f"| 45% | {MISSING} | 3.4 | {MISSING} | 196.6 |" in md
 
 
@@ -94,6 +96,8 @@ def test_rps_grid_cells_average_the_runs_of_a_bucket(tables):
     assert three["runs_25-45"] == 0
     md = (tables / "rps_grid_go.md").read_text()
     assert f"| 0.25 | +proxy | — (372) | {proxy['rps_5-15']:.0f}" in md and " (318) [n=2] | — (321) | — | — |" in md
+    # The CPU the sidecars delivered beside our value (synthetic sidecars: 98 % of 5 and 15 %, mean 9.8).
+    assert proxy["sidecars_cpu_pct_5-15"] == pytest.approx(9.8) and " @9.8 (318) [n=2]" in md
     assert "| 2.00 | +agent+log | — (7589) |" in md
 
 
@@ -162,7 +166,7 @@ def hand_summary():
         condition_row("go", 0.25, 3, 3, 98, 96, 100, 1150, 1140, 1160),
         condition_row("go", 0.25, 3, 6, 104, 101, 106, 1120, 1100, 1130, "few_samples_p99_9"),
         condition_row("next", 0.25, 3, 0, 290, 285, 296, 80, 78, 82),
-        condition_row("next", 0.25, 3, 3, 300, 296, 305, 78, 76, 80, "few_samples_p99,sidecar_under"),
+        condition_row("next", 0.25, 3, 3, 300, 296, 305, 78, 76, 80, "few_samples_p99,failed_requests"),
         condition_row("next", 0.25, 3, 6, 398, 390, 405, 60, 58, 62),
         condition_row("next", 0.25, 3, 9, 397, 391, 404, 59, 57, 61),
     ])
@@ -187,12 +191,12 @@ def test_legend_lists_only_the_flags_in_the_table(hand_summary, ref, tmp_path):
     write_tables(hand_summary, ref, tmp_path)
     go = (tmp_path / "load_sweep_go.md").read_text()
     assert "- H - host-bound, not quota-bound - throttled share < 0.05" in go
-    assert "sidecars under their load" not in go and "few samples" not in go
+    assert "failed requests" not in go and "few samples" not in go
     nx = (tmp_path / "load_sweep_next.md").read_text()
-    assert "300.0 [296.0–305.0] S † |" in nx  # P99 cell: sidecars under load and few samples for P99
-    assert "| 78 [76–80] S |" in nx  # RPS cell: few samples for P99 does not bear on RPS
+    assert "300.0 [296.0–305.0] † E |" in nx  # P99 cell: few samples for P99 and failed requests
+    assert "| 78 [76–80] E |" in nx  # RPS cell: few samples for P99 does not bear on RPS
     assert "- † - few samples for P99 - fewer than 500 successful responses" in nx
-    assert "- S - sidecars under their load" in nx and "host-bound" not in nx
+    assert "- E - failed requests" in nx and "host-bound" not in nx
     assert "Flags:" not in (tmp_path / "memory.md").read_text()  # no flagged cell, no legend
 
 
@@ -205,6 +209,8 @@ def test_breaking_point_table_says_break_within_noise_or_none(hand_summary, ref,
     nx = points[(points["app"] == "next") & (points["vcpu"] == 0.25) & (points["sidecar_count"] == 3)].iloc[0]
     assert nx["verdict"] == "break" and (nx["before_load_pct"], nx["after_load_pct"]) == (3, 6)
     assert bool(nx["same_step_as_article"]) is True
+    # Verdicts against the article come from the rule: a sweep within noise places no break at 95 %.
+    assert (nx["vs_article"], go["vs_article"]) == ("same step", "no break at 95 %")
     md = (tmp_path / "breaking_points.md").read_text()
     assert "| within noise | 3% -> 6% (98.0 -> 104.0 ms) |" in md
     assert "from 6% on P99 >= 101.0 ms <= 107.0 ms, the highest before" in md
@@ -212,3 +218,64 @@ def test_breaking_point_table_says_break_within_noise_or_none(hand_summary, ref,
     flat = hand_summary[hand_summary["app"] == "next"].assign(p99_ms=300.0, p99_ms_lo=295.0, p99_ms_hi=305.0)
     write_tables(flat, ref, tmp_path / "flat")
     assert "| none |" in (tmp_path / "flat" / "breaking_points.md").read_text()
+
+
+def test_ratios_carry_the_run_to_run_uncertainty_of_both_sides(hand_summary, ref, tmp_path):
+    from sidecar_bench import repstats
+
+    runs = {("go", 0): "1180;1195;1210", ("go", 3): "1120;1150;1180", ("next", 0): "78;80;82",
+            ("next", 3): "70;78;86"}
+    summary = hand_summary.copy()
+    summary["rps_runs"] = [runs.get((a, int(l)), "") for a, l in zip(summary["app"], summary["total_sidecar_load_pct"])]
+    write_tables(summary, ref, tmp_path)
+    sweep = pd.read_csv(tmp_path / "load_sweep_go.csv").set_index("total_sidecar_load_pct")
+    # Ours / the article's 369 RPS: a t interval of the runs' logs, the article's number taken as exact.
+    exact = repstats.ratio_to_exact([1180.0, 1195.0, 1210.0], 369.0)
+    assert (sweep.loc[0, "rps_ratio"], sweep.loc[0, "rps_ratio_lo"], sweep.loc[0, "rps_ratio_hi"]) == pytest.approx(
+        (exact.value, exact.lo, exact.hi), rel=1e-5)
+    md = (tmp_path / "load_sweep_go.md").read_text()
+    assert f"| {exact.value:.2f} [{exact.lo:.2f}–{exact.hi:.2f}] |" in md
+    # Go / Next.js at 3 %: Welch's interval over both cells' runs.
+    both = repstats.ratio_interval([1120.0, 1150.0, 1180.0], [70.0, 78.0, 86.0])
+    side = pd.read_csv(tmp_path / "go_vs_next.csv").set_index("total_sidecar_load_pct")
+    assert (side.loc[3, "go_next_rps_ratio_lo"], side.loc[3, "go_next_rps_ratio_hi"]) == pytest.approx(
+        (both.lo, both.hi), rel=1e-5)
+    assert f"{both.value:.1f} [{both.lo:.1f}–{both.hi:.1f}]" in (tmp_path / "go_vs_next.md").read_text()
+
+
+def test_a_bimodal_cell_is_compared_with_the_article_by_its_tail_shares(ref, tmp_path):
+    def row(load, flags, slow2_lo):
+        r = condition_row("go", 0.25, 3, load, 160.7, 60.0, 260.0, 500, 450, 550, flags)
+        r.update({"slow_1p_share": 0.029, "slow_1p_share_lo": 0.020, "slow_1p_share_hi": 0.038,
+                  "slow_2p_share": slow2_lo + 0.003, "slow_2p_share_lo": slow2_lo, "slow_2p_share_hi": slow2_lo + 0.006})
+        return r
+
+    # The article's P99 at 15 % is 109.1 ms: >= 1 % slower than 100 ms, <= 1 % slower than 200 ms.
+    summary = pd.DataFrame([row(0, "", 0.0), row(15, "bimodal", 0.0), row(18, "bimodal", 0.02)])
+    write_tables(summary, ref, tmp_path)
+    sweep = pd.read_csv(tmp_path / "load_sweep_go.csv", keep_default_na=False).set_index("total_sidecar_load_pct")
+    assert sweep.loc[15, "p99_tails_vs_article"] == "agrees" and sweep.loc[15, "p99_ms_ratio"] == ""
+    assert sweep.loc[0, "p99_tails_vs_article"] == "" and float(sweep.loc[0, "p99_ms_ratio"]) > 0
+    md = (tmp_path / "load_sweep_go.md").read_text()
+    assert ("tails: > 100 ms 2.9 % [2.0–3.8] (article >= 1 %); > 200 ms 0.3 % [0.0–0.6] (article <= 1 %): agrees"
+            in md)
+    assert "B (bimodal)" in md
+    # At 18 % (article 194.9 ms) ours has 2 % or more slower than two periods, the article at most 1 %: differs.
+    assert sweep.loc[18, "p99_tails_vs_article"] == "differs"
+
+
+def test_versus_the_article_by_the_rule():
+    from sidecar_bench.breaking import BREAK, BreakingPoint
+    from sidecar_bench.tables import versus_article
+
+    article = {"before_load_pct": 3.0, "after_load_pct": 6.0}
+
+    def step(before, after):
+        return BreakingPoint(before, after, 100.0, 190.0, "jump")
+
+    assert versus_article(BREAK, step(3, 6), article) == "same step"
+    assert versus_article(BREAK, step(0, 3), article) == "earlier"
+    assert versus_article(BREAK, step(6, 9), article) == "later"
+    assert versus_article(BREAK, step(4, 5), article) == "overlapping"
+    assert versus_article("within noise", step(3, 6), article) == "no break at 95 %"
+    assert versus_article(BREAK, step(3, 6), None) == "no article break"

@@ -19,6 +19,11 @@ units on the point values AND clear of the noise given the 95 % intervals:
   periods more: what moves P99) and min over loads >= i of its lo > max over
   loads < i of its hi.
 
+The intervals are the condition summary's: a t interval over the runs' values
+with 2 or more repetitions (stats.py), whose 95 % is checked by simulation. A
+wider, honest interval makes "clear of the noise" harder to meet than the
+earlier bootstrap's, which covered about three times in four.
+
 A step that meets a size criterion but not its noise criterion is reported as
 **within noise** (not a break); a sweep with neither is **none**. A run with no
 successful response (P99 undefined, successful == 0) is the worst point

@@ -23,7 +23,7 @@ from . import reference as refmod
 from .breaking import assess_rows
 from .flags import FLAGS
 from .runfile import read_columns, read_failure
-from .tables import APP_NAMES, baseline_memory, cell_codes, codes_of, measured_only, runs_of
+from .tables import APP_NAMES, baseline_memory, cell_codes, codes_of, measured_only, ratios_over, runs_of
 from .timeseries import per_second
 
 # The article's four setups: app, vCPU, sidecar count.
@@ -129,6 +129,9 @@ def _col(rows: pd.DataFrame, name: str) -> pd.Series:
     return rows[name] if name in rows.columns else pd.Series(math.nan, index=rows.index)
 
 
+LATENCY_FLOOR_MS = 0.1  # hey's resolution
+
+
 def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     memory = baseline_memory(summary)
     frames = []
@@ -141,14 +144,19 @@ def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
                     "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(), "series": series,
                     "value": rows[column].to_numpy(), "lo": _col(rows, f"{column}_lo").to_numpy(),
                     "hi": _col(rows, f"{column}_hi").to_numpy(), "source": "ours",
+                    "delivered": _col(rows, "sidecars_cpu_pct").to_numpy(),
                     "flags": [metric_flags(v, column) for v in _col(rows, "flags")]}))
             article = refmod.sweep(ref, app, vcpu, sc, column)
             if len(article):
                 frames.append(pd.DataFrame({"setup": name, "load": article.index, "series": series,
                                             "value": article.to_numpy(), "lo": math.nan, "hi": math.nan,
-                                            "source": "article", "flags": ""}))
-    columns = ["setup", "load", "series", "value", "lo", "hi", "source", "flags"]
+                                            "source": "article", "delivered": math.nan, "flags": ""}))
+    columns = ["setup", "load", "series", "value", "lo", "hi", "source", "delivered", "flags"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    # Latencies go on a log axis, where a t interval's low end of 0 would break the whole axis:
+    # no latency is below hey's 0.1 ms resolution, so that is where such a bar ends.
+    latency = data["series"].isin(["P50", "P99"])
+    data.loc[latency, "lo"] = pd.to_numeric(data.loc[latency, "lo"], errors="coerce").clip(lower=LATENCY_FLOOR_MS)
     return with_flags(data.dropna(subset=["value"]))
 
 
@@ -161,6 +169,7 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelM
                       scale=alt.Scale(domain=list(SERIES_COLORS), range=list(SERIES_COLORS.values())))
     x = alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE)
     tooltip = ["setup:N", "series:N", "source:N", alt.Tooltip("load:Q", title="load %"),
+               alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
                alt.Tooltip("value:Q", format=".1f"), alt.Tooltip("lo:Q", format=".1f"),
                alt.Tooltip("hi:Q", format=".1f"), "marks:N"]
     rows = []
@@ -177,7 +186,8 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelM
                   .properties(title=f"{name}: P50, P99", width=WIDTH, height=HEIGHT)]
         for source, label in (("ours", "RPS, ours (own scale)"), ("article", "RPS, the article (own scale)")):
             rps = base.transform_filter(alt.datum.series == "RPS")
-            y_rps = alt.Y("value:Q", title="RPS (responses/s)", scale=alt.Scale(zero=False))
+            # From zero: on a cut axis a retention of 0.46 looks like one of 0.63.
+            y_rps = alt.Y("value:Q", title="RPS (responses/s)", scale=alt.Scale(zero=True))
             if not ((part["series"] == "RPS") & (part["source"] == source)).any():
                 panels.append(placeholder(label, f"no {source} RPS").properties(width=WIDTH, height=HEIGHT))
                 continue
@@ -185,7 +195,8 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelM
             panels.append(alt.layer(*layers).properties(title=label, width=WIDTH, height=HEIGHT))
         rows.append(alt.hconcat(*panels).resolve_scale(y="independent"))
     subtitle = ["Filled points and lines: ours, with 95 % interval bars; hollow diamonds: the article. RPS in two "
-                "panels, each on its own scale (ours and the article's differ in level)."]
+                "panels, each from zero on its own scale (ours and the article's differ in level; their drops "
+                "compare as heights)."]
     flagged = flagged_subtitle([data])
     if flagged:
         subtitle.append(flagged)
@@ -201,21 +212,23 @@ def retained_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     for app, vcpu, sc in RETAINED_SETUPS:
         name = setup_name(app, vcpu, sc)
         rows = runs_of(summary, app, vcpu, sc, memory).sort_values("total_sidecar_load_pct")
-        base = rows[np.isclose(rows["total_sidecar_load_pct"], 0.0)]["rps"]
-        if len(base) and float(base.iloc[0]) > 0:
-            rps0 = float(base.iloc[0])
+        base = rows[np.isclose(rows["total_sidecar_load_pct"], 0.0)]
+        if len(base) and float(base["rps"].iloc[0]) > 0:
+            # Retention with both the loaded cell's and the baseline's run-to-run uncertainty.
+            retained, lo, hi = ratios_over(rows, base.iloc[0])
             frames.append(pd.DataFrame({
                 "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(),
-                "retained": rows["rps"].to_numpy() / rps0, "lo": _col(rows, "rps_lo").to_numpy() / rps0,
-                "hi": _col(rows, "rps_hi").to_numpy() / rps0, "rps": rows["rps"].to_numpy(), "source": "ours",
+                "retained": retained, "lo": lo, "hi": hi, "rps": rows["rps"].to_numpy(), "source": "ours",
+                "delivered": _col(rows, "sidecars_cpu_pct").to_numpy(),
                 "flags": [metric_flags(v, "rps") for v in _col(rows, "flags")]}))
         article = refmod.sweep(ref, app, vcpu, sc, "rps")
         if len(article) and 0.0 in article.index:
             frames.append(pd.DataFrame({"setup": name, "load": article.index,
                                         "retained": article.to_numpy() / article.loc[0.0], "lo": math.nan,
-                                        "hi": math.nan, "rps": article.to_numpy(), "source": "article", "flags": ""}))
+                                        "hi": math.nan, "rps": article.to_numpy(), "source": "article",
+                                        "delivered": math.nan, "flags": ""}))
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["setup", "load", "retained", "lo", "hi", "rps", "source", "flags"])
+        columns=["setup", "load", "retained", "lo", "hi", "rps", "source", "delivered", "flags"])
     return with_flags(data)
 
 
@@ -231,10 +244,12 @@ def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixi
               scale=alt.Scale(zero=True))
     base = alt.Chart(data).encode(
         x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE), color=color,
-        tooltip=["setup:N", "source:N", "load:Q", alt.Tooltip("rps:Q", format=".0f"),
+        tooltip=["setup:N", "source:N", "load:Q", alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
+                 alt.Tooltip("rps:Q", format=".0f"),
                  alt.Tooltip("retained:Q", format=".0%"), alt.Tooltip("lo:Q", format=".0%"),
                  alt.Tooltip("hi:Q", format=".0%"), "marks:N"])
-    subtitle = ["Hollow diamonds: the article's values. Bars: our 95 % RPS interval over our own 0 % RPS."]
+    subtitle = ["Hollow diamonds: the article's values. Bars: 95 % interval of our retention, with the run-to-run "
+                "variation of both the loaded cell and its 0 % baseline."]
     flagged = flagged_subtitle([data])
     if flagged:
         subtitle.append(flagged)
@@ -249,11 +264,20 @@ def memory_data(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3
     rows = runs_of(summary, sidecar_count=sidecar_count)
     rows = rows[np.isclose(rows["sidecar_load_pct"], sidecar_load_pct)]
     frames = []
+    memory = baseline_memory(summary)
     if len(rows):
-        frames.append(pd.DataFrame({
+        ours = pd.DataFrame({
             "app": rows["app"], "vcpu": rows["vcpu"], "memory_mb": rows["memory_mb"], "rps": rows["rps"],
             "lo": _col(rows, "rps_lo"), "hi": _col(rows, "rps_hi"), "source": "ours",
-            "flags": [metric_flags(v, "rps") for v in _col(rows, "flags")]}))
+            "flags": [metric_flags(v, "rps") for v in _col(rows, "flags")],
+            "rel": math.nan, "rel_lo": math.nan, "rel_hi": math.nan})
+        # The memory gain over the same app and vCPU at the baseline memory, both cells' runs counted.
+        for (app, vcpu), part in rows.groupby(["app", "vcpu"]):
+            base = part[part["memory_mb"] == memory]
+            if len(base):
+                rel = ratios_over(part, base.iloc[0])
+                ours.loc[part.index, ["rel", "rel_lo", "rel_hi"]] = np.column_stack(rel)
+        frames.append(ours)
     art = refmod.select(ref, "memory", metric="rps")
     if len(art):
         frames.append(art[["app", "vcpu", "memory_mb", "value"]].rename(columns={"value": "rps"})
@@ -265,13 +289,11 @@ def memory_data(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3
     data["App"] = data["app"].map(lambda a: APP_NAMES.get(a, a))
     # RPS relative to the same source's cell at the grid's memory (baseline_memory: 2048 MB) for that app and vCPU:
     # the article's 1 vCPU Next.js and ours differ 5-fold in RPS, their trends compare as ratios.
-    # The interval is the cell's own, over the same base (as for retention).
-    memory = baseline_memory(summary)
     base = (data[data["memory_mb"] == memory].groupby(["source", "app", "vcpu"])["rps"].first()
             .rename("base_rps"))
     data = data.join(base, on=["source", "app", "vcpu"])
-    for column, rel in (("rps", "rel"), ("lo", "rel_lo"), ("hi", "rel_hi")):
-        data[rel] = data[column] / data["base_rps"]
+    article = data["source"] == "article"
+    data.loc[article, "rel"] = data.loc[article, "rps"] / data.loc[article, "base_rps"]
     return data
 
 
@@ -301,7 +323,8 @@ def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
         return placeholder(title, "No vCPU with runs at two or more memory limits in the current matrix.")
     subtitle = [f"Each app's RPS over its own RPS at {memory} MB, at the same vCPU (ours over ours, the article's over "
                 "the article's). Bars: our 95 % intervals.",
-                "The article published 1 vCPU only (hollow diamonds)."]
+                "The article published 1 vCPU only (hollow diamonds). Our intervals carry the run-to-run variation of "
+                "both cells."]
     flagged = flagged_subtitle([data])
     if flagged:
         subtitle.append(flagged)
@@ -427,7 +450,7 @@ def distribution_chart(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[
         if not paths:
             continue
         ok = []
-        for path in paths:  # every repetition, pooled as the summary's percentiles are
+        for path in paths:  # every repetition pooled: the distribution of all the condition's responses
             cols = read_columns(path, ["response_time_s", "status_code"])
             ok.append(cols["response_time_s"][(cols["status_code"] >= 200) & (cols["status_code"] <= 299)])
         points = ccdf_points(np.concatenate(ok))
@@ -659,17 +682,18 @@ def delivered_data(summary: pd.DataFrame, per_run: pd.DataFrame, ref: pd.DataFra
     for app, vcpu, sc in FIGURE_SETUPS:
         name = setup_name(app, vcpu, sc)
         rows = runs_of(summary, app, vcpu, sc, memory).sort_values("total_sidecar_load_pct")
-        base = rows[np.isclose(rows["total_sidecar_load_pct"], 0.0)]["rps"]
-        rps0 = float(base.iloc[0]) if len(base) and float(base.iloc[0]) > 0 else math.nan
+        base = rows[np.isclose(rows["total_sidecar_load_pct"], 0.0)]
+        rps0 = float(base["rps"].iloc[0]) if len(base) and float(base["rps"].iloc[0]) > 0 else math.nan
         if len(rows):
             ids = rows["condition_id"].to_numpy()
+            retained = (ratios_over(rows, base.iloc[0]) if not math.isnan(rps0)
+                        else (np.full(len(rows), math.nan),) * 3)
             frames.append(pd.DataFrame({
                 "setup": name, "source": "ours", "nominal": rows["total_sidecar_load_pct"].to_numpy(),
                 "delivered": rows["sidecars_cpu_pct"].fillna(0.0).to_numpy(),
                 "delivered_lo": [spans["min"].get(i, math.nan) for i in ids],
                 "delivered_hi": [spans["max"].get(i, math.nan) for i in ids],
-                "retained": rows["rps"].to_numpy() / rps0, "retained_lo": _col(rows, "rps_lo").to_numpy() / rps0,
-                "retained_hi": _col(rows, "rps_hi").to_numpy() / rps0,
+                "retained": retained[0], "retained_lo": retained[1], "retained_hi": retained[2],
                 "predicted_retained": [predicted.get(i, math.nan) / rps0 for i in ids],
                 "rps": rows["rps"].to_numpy(), "p99": rows["p99_ms"].to_numpy(),
                 "p99_lo": _col(rows, "p99_ms_lo").to_numpy(), "p99_hi": _col(rows, "p99_ms_hi").to_numpy(),

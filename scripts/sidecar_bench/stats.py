@@ -8,11 +8,14 @@ Definitions (the tables and charts keep to these):
 - Load window (`load_s`): hey's own span, from its start to the end of the
   last recorded response (`window.load_s`; for format 1 files the span of the
   samples, max(offset_s + response_time_s); failing that `window.wall_s`).
-- RPS = successful responses / load_s. A condition's RPS pools its
-  repetitions: sum of successful responses / sum of load_s.
+- RPS = successful responses / load_s, per run.
 - Latency statistics (P50, P90, P95, P99, P99.9, max, mean; in ms) are over the
-  successful responses' `response_time_s`; a condition's are over the
-  successful responses of all its repetitions pooled.
+  run's successful responses' `response_time_s`.
+- A condition's value of a metric with an interval (rps, p50..p99_9_ms,
+  slow_<k>p_share) is the mean of its measured runs' values: the runs are the
+  independent units (repstats.py). With one run it is that run's value.
+  max_ms = the largest of the runs' max_ms; mean_ms = the runs' mean_ms
+  weighted by their successful responses (= the mean over all responses).
 - Percentile = nearest rank: the smallest sample with at least p % of the
   samples at or below it (numpy method "inverted_cdf"). It is always a latency
   that was observed, so the CFS-period steps (100 ms, 200 ms) stay sharp
@@ -21,15 +24,33 @@ Definitions (the tables and charts keep to these):
 - Tail shares: slow_<k>p_share = share of successful responses slower than
   k CFS periods (k = 1, 2, 3; period from `cgroup.period_us`, 100 ms when
   absent): the requests that waited for one, two, three later periods.
-- Steady state: the load window is cut in thirds by request start (offset_s);
-  first_third_rps / last_third_rps = successful responses started in that
-  third / a third of load_s. steady_rps and steady_p99_ms are over the
-  responses started in the second half of the window (warm caches, JIT and
-  connection set-up behind it).
-- Intervals (`<metric>_lo`, `<metric>_hi`, condition summary only): 95 %
-  percentile intervals of a two-level block bootstrap (repetitions, then 1 s
-  blocks within each run), B = 1000, seeded by the condition id; see
-  intervals.py. With one repetition they show within-run variation only.
+- Steady state, over the whole seconds of the load window only: W =
+  floor(load_s) seconds from hey's start (the sliver after the last whole
+  second is the drain, where hey starts nothing, and would skew any rate).
+  first_third_rps / last_third_rps = successful responses started in the first
+  / last floor(W / 3) whole seconds, per second; thirds_diff_se_rps = the
+  standard error of their difference from the per-second counts of those
+  seconds (Poisson, count / seconds^2, when a third is one second long).
+  steady_rps = successful responses started in the second half of the W
+  seconds / W / 2; steady_p99_ms is over those responses. A condition's are the
+  means of its runs'.
+- Intervals (`<metric>_lo`, `<metric>_hi`, condition summary only), named in
+  `interval_method`:
+  - "t over runs" (2 or more measured runs): Student's t 95 % interval of the
+    mean of the runs' values (repstats.mean_interval), clipped to what the
+    metric can be (shares to [0, 1], RPS and latencies to >= 0). Its coverage
+    is checked by simulation through this function (tests/test_coverage.py).
+    It needs only the per-run rows, so a published set whose run files are gone
+    is summarised again from its runs_summary.csv.
+  - "within-run only" (one measured run): the within-run block bootstrap of
+    intervals.py (1 s blocks, B = 1000, seeded by the condition id); it says
+    nothing about how a second run would differ. Without the run file (raw
+    runs gone) there is no interval: "none".
+- Run-to-run CV (`<metric>_cv`, 2 or more runs): the runs' sample standard
+  deviation / their mean (repstats.run_cv), for every metric with an interval.
+- Per-run values (`rps_runs`, `p99_ms_runs`): the runs' values in repeat order,
+  joined by ";", so that tables and charts give a ratio of two conditions the
+  uncertainty of both sides (repstats.ratio_interval) from the summary alone.
 - Errors = non-2xx rows + failed requests; error rate = errors / (successful + errors).
 - CPU window: the cgroup counters and per-process CPU seconds are deltas over
   the cgroup snapshot window, `cgroup.wall_s` (column `cgroup_wall_s`).
@@ -45,6 +66,9 @@ Definitions (the tables and charts keep to these):
   cgroup_wall_s x 100 (% of one core); "vs target" = used / target.
 - Host busy % = host.busy_s / host.total_s x 100 (all host CPUs, over the CPU
   window); load generator CPU % = loadgen.cpu_s / cgroup_wall_s x 100.
+- Sidecars' delivered CPU (`sidecars_cpu_pct`, % of one core) is a value shown
+  beside the nominal load, not a flag: the article's wall-clock sidecars burn
+  less than nominal when the task is throttled, by its method.
 - Flags: flags.py (codes, thresholds); `flags` holds the codes joined by ",".
 - Failed runs (on_failure: record; README "Failed runs"): a failure record is a
   runs_summary row with `status` failed, its `failure` text, its condition's
@@ -68,6 +92,7 @@ import numpy as np
 import pandas as pd
 
 from . import flags as flagmod
+from . import repstats
 from .intervals import (RESAMPLES, RunBlocks, condition_intervals, metric_names, percentile_name,  # noqa: F401
                         run_blocks)
 # One definition of the environment keys: the summary's env_* columns are all that the run file format requires.
@@ -179,30 +204,39 @@ def read_samples(path: str | Path) -> RunSamples:
                       load_s, float(wall_s))
 
 
+def whole_seconds(load_s: float) -> int:
+    """The whole seconds of a load window: what rates over time are counted on (the rest is the drain)."""
+    # A window of 9.9999999 s from float noise is 10 whole seconds, not 9.
+    return int(math.floor(round(load_s, 6))) if math.isfinite(load_s) and load_s > 0 else 0
+
+
 def _thirds(offset_s: np.ndarray, load_s: float) -> dict[str, float]:
-    """First/last third RPS by request start, and the standard error of their difference."""
-    third = load_s / 3.0
-    first = offset_s < third
-    last = offset_s >= 2 * third
-    out = {"first_third_rps": float(first.sum()) / third, "last_third_rps": float(last.sum()) / third}
-    # Standard error of each third's mean rate from its per-second counts (Poisson when < 2 seconds).
-    seconds = int(math.ceil(load_s))
-    counts = np.bincount(np.clip(np.floor(offset_s).astype("int64"), 0, max(seconds - 1, 0)),
-                         minlength=max(seconds, 1)).astype("float64")
-    lengths = np.minimum(np.arange(1, len(counts) + 1), load_s) - np.arange(len(counts))
-    rates = counts / np.maximum(lengths, 1e-9)
-    mids = np.arange(len(counts)) + lengths / 2
-    variances = []
-    for in_third, n in ((mids < third, first.sum()), (mids >= 2 * third, last.sum())):
-        r = rates[in_third]
-        variances.append(r.var(ddof=1) / len(r) if len(r) >= 2 else n / third**2)
+    """First/last third RPS over the whole seconds of the window, and the standard error of their difference.
+
+    The drain sliver after the last whole second is left out: hey starts nothing there, so its rate
+    (0, or a few responses / 0.002 s) is no rate of the app and inflated the error tenfold."""
+    seconds = whole_seconds(load_s)
+    third = seconds // 3
+    if third < 1:
+        return {"first_third_rps": math.nan, "last_third_rps": math.nan, "thirds_diff_se_rps": math.nan}
+    starts = np.floor(np.asarray(offset_s, dtype="float64"))
+    starts = starts[(starts >= 0) & (starts < seconds)].astype("int64")
+    counts = np.bincount(starts, minlength=seconds).astype("float64")
+    first, last = counts[:third], counts[seconds - third:]
+    out = {"first_third_rps": float(first.mean()), "last_third_rps": float(last.mean())}
+    # Per-second counts of each third give its rate's standard error; one second alone: Poisson.
+    variances = [c.var(ddof=1) / third if third >= 2 else float(c.sum()) / third**2 for c in (first, last)]
     out["thirds_diff_se_rps"] = math.sqrt(sum(variances))
     return out
 
 
 def _steady(ok_rt: np.ndarray, ok_offset: np.ndarray, load_s: float) -> tuple[np.ndarray, float]:
-    """Response times started in the second half of the window, and that half's length."""
-    return ok_rt[ok_offset >= load_s / 2.0], load_s / 2.0
+    """Response times started in the second half of the window's whole seconds, and that half's length
+    (a window shorter than a second: the second half of it)."""
+    seconds = whole_seconds(load_s)
+    span = float(seconds) if seconds >= 1 else load_s
+    inside = (ok_offset >= span / 2.0) & (ok_offset < span)
+    return ok_rt[inside], span / 2.0
 
 
 def summarise_samples(samples: RunSamples) -> dict[str, Any]:
@@ -369,10 +403,11 @@ SUMMARY_COLUMNS = (  # per run (runs_summary)
 )
 INTERVAL_METRICS = metric_names(PERCENTILES, SLOW_PERIODS)
 CONDITION_COLUMNS = (  # per condition (summary)
-    IDENTITY_COLUMNS + ["repeats", "failed_runs", "wall_s", "load_s", "cgroup_wall_s"]
-    + ["rps", "rps_lo", "rps_hi"]
-    + [c for m in LATENCY_COLUMNS for c in ((m, f"{m}_lo", f"{m}_hi") if m in INTERVAL_METRICS else (m,))]
-    + [c for m in SLOW_COLUMNS for c in (m, f"{m}_lo", f"{m}_hi")]
+    IDENTITY_COLUMNS + ["repeats", "failed_runs", "wall_s", "load_s", "cgroup_wall_s", "interval_method"]
+    + ["rps", "rps_lo", "rps_hi", "rps_cv"]
+    + [c for m in LATENCY_COLUMNS for c in ((m, f"{m}_lo", f"{m}_hi", f"{m}_cv") if m in INTERVAL_METRICS else (m,))]
+    + [c for m in SLOW_COLUMNS for c in (m, f"{m}_lo", f"{m}_hi", f"{m}_cv")]
+    + ["rps_runs", "p99_ms_runs"]
     + ["steady_rps", "steady_p99_ms", "first_third_rps", "last_third_rps"]
     + COUNT_COLUMNS + ["error_rate", "cgroup_source"] + CPU_COLUMNS
     + ["time_coverage", "cap_reached", "oom_killed", "restart_count", "peak_memory_mb"]
@@ -392,87 +427,192 @@ def summarise_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
     return frame.sort_values(SORT_KEYS + ["repeat"], kind="stable").reset_index(drop=True)
 
 
-def _joined(values: pd.Series) -> str | None:
-    """The one value, or the distinct values joined by ";" - runs from different environments stay visible."""
-    distinct = sorted({str(v) for v in values.dropna()})
+T_OVER_RUNS = "t over runs"
+WITHIN_RUN_ONLY = "within-run only"
+NO_INTERVAL = "none"
+# Metrics bounded by what they can be: a t interval of a share near 0 can reach below it.
+SHARE_METRICS = {name for name in INTERVAL_METRICS if name.startswith("slow_")}
+RUN_VALUE_COLUMNS = ("rps", "p99_ms")  # per-run values carried in the summary as "<metric>_runs"
+
+
+def join_run_values(values: Iterable[float]) -> str:
+    """Runs' values as "512.3;498.1;530.2" (NaN as "nan"): the summary's `<metric>_runs` cells."""
+    return ";".join("nan" if not math.isfinite(float(v)) else f"{float(v):.6g}" for v in values)
+
+
+def run_values(cell: Any) -> np.ndarray:
+    """The per-run values of a `<metric>_runs` cell; empty when the summary predates it."""
+    if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+        return np.array([])
+    text = str(cell).strip()
+    if not text:
+        return np.array([])
+    try:
+        return np.array([float(v) for v in text.split(";")], dtype="float64")
+    except ValueError as err:
+        raise ValueError(f"per-run values {text!r}: not numbers joined by ';' ({err})") from None
+
+
+def _runs_of(row: Any, metric: str) -> np.ndarray:
+    """A summary row's per-run values of a metric; its one value when the summary predates `<metric>_runs`."""
+    values = run_values(row.get(f"{metric}_runs")) if hasattr(row, "get") else np.array([])
+    if len(values) == 0:
+        value = row.get(metric) if hasattr(row, "get") else None
+        values = np.array([math.nan if value is None else float(value)])
+    return values
+
+
+def condition_ratio(numerator: Any, denominator: Any, metric: str = "rps") -> repstats.Estimate:
+    """Ratio of two conditions' metric (summary rows), with both sides' run-to-run uncertainty:
+    repstats.ratio_interval over their per-run values (`<metric>_runs`). A condition over itself (a
+    baseline's own retention) is exactly 1: the same runs on both sides are no two samples."""
+    ids = [row.get("condition_id") if hasattr(row, "get") else None for row in (numerator, denominator)]
+    if ids[0] is not None and ids[0] == ids[1]:
+        n = len(_runs_of(numerator, metric))
+        return repstats.Estimate(1.0, 1.0, 1.0, n, "same condition")
+    return repstats.ratio_interval(_runs_of(numerator, metric), _runs_of(denominator, metric))
+
+
+def ratio_to_published(row: Any, published: float, metric: str = "rps") -> repstats.Estimate:
+    """Ratio of a condition's metric (summary row) to a published number without uncertainty
+    (repstats.ratio_to_exact over its per-run values)."""
+    return repstats.ratio_to_exact(_runs_of(row, metric), float(published))
+
+
+def _clip(name: str, value: float) -> float:
+    if math.isnan(value):
+        return value
+    return min(max(value, 0.0), 1.0) if name in SHARE_METRICS else max(value, 0.0)
+
+
+def _within_run(condition_id: str, run_file: Any, period_ms: float, resamples: int,
+                base_seed: int) -> dict[str, tuple[float, float]]:
+    """The within-run bootstrap interval of a condition's one run; none when its run file is gone."""
+    if not isinstance(run_file, (str, Path)) or not Path(run_file).exists():
+        return {}
+    samples = read_samples(run_file)
+    blocks = run_blocks(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s)
+    period = period_ms if math.isfinite(period_ms) else DEFAULT_PERIOD_MS
+    found = condition_intervals(condition_id, [blocks], period, resamples=resamples, base_seed=base_seed,
+                                percentiles=PERCENTILES, slow_periods=SLOW_PERIODS)
+    return {name: (found.intervals[name].lo, found.intervals[name].hi) for name in INTERVAL_METRICS}
+
+
+def _distinct(values: Iterable[Any]) -> str | None:
+    """The one value, or the distinct values joined by ";" (None and NaN left out): runs from different
+    environments stay visible."""
+    distinct = sorted({str(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))
+                       and v is not pd.NA})
     return ";".join(distinct) if distinct else None
 
 
-def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> dict[str, Any]:
-    """One condition's row from its per-run rows; reads its run files (run_file) once more for the samples.
+def _codes(values: Iterable[Any]) -> list[list[str]]:
+    return [str(f).split(",") if isinstance(f, str) and f else [] for f in values]
 
-    Failed repetitions (status failed) are counted (failed_runs) and described (failure), never pooled."""
-    first = runs.iloc[0]
-    condition_id = str(first["condition_id"])
-    status = runs["status"] if "status" in runs.columns else pd.Series(MEASURED, index=runs.index)
-    failed = runs[status == FAILED]
-    runs = runs[status != FAILED]
-    if runs.empty:
+
+# Per-run columns a condition averages, and those it takes as numbers in other ways.
+MEAN_COLUMNS = ("wall_s", "load_s", "cgroup_wall_s", "first_third_rps", "last_third_rps", "steady_rps",
+                "steady_p99_ms", "time_coverage", *CPU_COLUMNS)
+NUMERIC_COLUMNS = tuple(dict.fromkeys((*INTERVAL_METRICS, *MEAN_COLUMNS, *COUNT_COLUMNS, "max_ms", "mean_ms",
+                                       "restart_count", "peak_memory_mb", "repeat")))
+TEXT_COLUMNS = tuple(dict.fromkeys((*IDENTITY_COLUMNS, "status", "failure", "flags", "run_file", "cgroup_source",
+                                    "cap_reached", "oom_killed", *ENV_COLUMNS)))
+
+
+def _columns(runs: pd.DataFrame) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per-run rows as plain arrays: the text columns by name, NUMERIC_COLUMNS as one float matrix."""
+    numeric = runs[list(NUMERIC_COLUMNS)].apply(pd.to_numeric, errors="coerce").to_numpy(dtype="float64")
+    text = {c: (runs[c].to_numpy(dtype=object) if c in runs.columns else np.full(len(runs), None, dtype=object))
+            for c in TEXT_COLUMNS}
+    return text, numeric
+
+
+def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> dict[str, Any]:
+    """One condition's row from its per-run rows (runs_summary), see the module docstring.
+
+    With 2 or more measured runs it reads nothing else; with one it reads that run's file for the
+    within-run interval. Failed repetitions (status failed) are counted (failed_runs) and described
+    (failure), never averaged in."""
+    text, numeric = _columns(runs)
+    return _summarise(text, numeric, resamples, base_seed)
+
+
+def _summarise(text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int, base_seed: int) -> dict[str, Any]:
+    status = np.array([MEASURED if v is None else v for v in text["status"]], dtype=object)
+    is_failed = status == FAILED
+    failed = {c: v[is_failed] for c, v in text.items()}
+    if is_failed.all():
         return _failed_condition(failed)
+    measured = np.flatnonzero(~is_failed)
+    # Repeat order: the per-run values (<metric>_runs) read as repetition 1, 2, 3.
+    measured = measured[np.argsort(numeric[measured, NUMERIC_COLUMNS.index("repeat")], kind="stable")]
+    text = {c: v[measured] for c, v in text.items()}
+    numeric = numeric[measured]
+    col = {name: numeric[:, i] for i, name in enumerate(NUMERIC_COLUMNS)}
+    condition_id = str(text["condition_id"][0])
     for column in ("duration_s", "concurrency", "warmup_s"):
-        if runs[column].astype(str).nunique() > 1:
+        if len({str(v) for v in text[column]}) > 1:
             raise RunFileError(f"{condition_id}: repetitions were measured with different {column} "
-                               f"({', '.join(f'{f}: {v}' for f, v in zip(runs['run_file'], runs[column]))}); "
+                               f"({', '.join(f'{f}: {v}' for f, v in zip(text['run_file'], text[column]))}); "
                                "rerun them with one load setting")
-    row: dict[str, Any] = {c: runs.iloc[0][c] for c in IDENTITY_COLUMNS}
-    row["repeats"] = len(runs)
-    row["failed_runs"] = len(failed)
-    row["failure"] = _joined(failed["failure"]) if len(failed) else None
-    blocks: list[RunBlocks] = []
-    all_times, steady_times = [], []
-    steady_s = 0.0
-    for _, run in runs.iterrows():
-        samples = read_samples(run["run_file"])
-        blocks.append(run_blocks(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s))
-        all_times.append(samples.ok_response_time_s)
-        times, seconds = _steady(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s)
-        steady_times.append(times)
-        steady_s += seconds
-    period_ms = float(runs["period_ms"].mean())
-    found = condition_intervals(condition_id, blocks, period_ms, resamples=resamples, base_seed=base_seed,
-                                percentiles=PERCENTILES, slow_periods=SLOW_PERIODS)
+    n = len(measured)
+    row: dict[str, Any] = {c: text[c][0] for c in IDENTITY_COLUMNS}
+    row["repeats"] = n
+    row["failed_runs"] = int(is_failed.sum())
+    row["failure"] = _distinct(failed["failure"]) if is_failed.any() else None
+
+    within = (_within_run(condition_id, text["run_file"][0], float(np.nanmean(col["period_ms"]))
+                          if np.isfinite(col["period_ms"]).any() else math.nan, resamples, base_seed)
+              if n == 1 else {})
+    row["interval_method"] = T_OVER_RUNS if n >= 2 else WITHIN_RUN_ONLY if within else NO_INTERVAL
     for name in INTERVAL_METRICS:
-        row[name] = found.point[name]
-        row[f"{name}_lo"] = found.intervals[name].lo
-        row[f"{name}_hi"] = found.intervals[name].hi
-    pooled = np.concatenate(all_times)
-    row["max_ms"] = float(pooled.max()) * 1000.0 if len(pooled) else math.nan
-    row["mean_ms"] = float(pooled.mean()) * 1000.0 if len(pooled) else math.nan
-    del pooled, all_times
-    steady = np.sort(np.concatenate(steady_times)) * 1000.0
-    row["steady_rps"] = len(steady) / steady_s if steady_s else math.nan
-    row["steady_p99_ms"] = nearest_rank(steady, 99.0)
-    for column in ("wall_s", "load_s", "cgroup_wall_s", "first_third_rps", "last_third_rps", "time_coverage",
-                   *CPU_COLUMNS):
-        row[column] = float(pd.to_numeric(runs[column], errors="coerce").mean())
+        found = repstats.mean_interval(col[name])
+        lo, hi = (found.lo, found.hi) if n >= 2 else within.get(name, (math.nan, math.nan))
+        row[name], row[f"{name}_lo"], row[f"{name}_hi"] = found.value, _clip(name, lo), _clip(name, hi)
+        row[f"{name}_cv"] = repstats.run_cv(col[name])
+    for name in RUN_VALUE_COLUMNS:
+        row[f"{name}_runs"] = join_run_values(col[name])
+    ok, mean_ms = col["successful"], col["mean_ms"]
+    known = np.isfinite(mean_ms) & np.isfinite(ok)
+    row["max_ms"] = float(np.nanmax(col["max_ms"])) if np.isfinite(col["max_ms"]).any() else math.nan
+    row["mean_ms"] = float((mean_ms[known] * ok[known]).sum() / ok[known].sum()) if ok[known].sum() else math.nan
+    for column in MEAN_COLUMNS:
+        values = col[column][np.isfinite(col[column])]
+        row[column] = float(values.mean()) if len(values) else math.nan
     for column in COUNT_COLUMNS:
-        row[column] = int(runs[column].sum())
+        row[column] = int(np.nansum(col[column]))
     row["error_rate"] = _ratio(row["errors"], row["successful"] + row["errors"])
-    row["cgroup_source"] = _joined(runs["cgroup_source"])
-    row["cap_reached"] = bool(runs["cap_reached"].any())
-    row["oom_killed"] = bool(runs["oom_killed"].any())
-    row["restart_count"] = float(pd.to_numeric(runs["restart_count"], errors="coerce").sum())
-    row["peak_memory_mb"] = float(runs["peak_memory_mb"].max())
+    row["cgroup_source"] = _distinct(text["cgroup_source"])
     for column in ENV_COLUMNS:
-        row[column] = _joined(runs[column])
-    codes = flagmod.condition_flags((str(f).split(",") if f else [] for f in pd.concat([runs, failed])["flags"]),
-                                    row)
+        row[column] = _distinct(text[column])
+    row["cap_reached"] = any(_true(v) for v in text["cap_reached"])
+    row["oom_killed"] = any(_true(v) for v in text["oom_killed"])
+    row["restart_count"] = float(np.nansum(col["restart_count"]))
+    peak = col["peak_memory_mb"]
+    row["peak_memory_mb"] = float(np.nanmax(peak)) if np.isfinite(peak).any() else math.nan
+    codes = flagmod.condition_flags(_codes([*text["flags"], *failed["flags"]]), row, run_p99_ms=col["p99_ms"])
     row["flags"] = flagmod.join(codes)
     for code in flagmod.CODES:
         row[f"flag_{code}"] = code in codes
     return row
 
 
-def _failed_condition(failed: pd.DataFrame) -> dict[str, Any]:
+def _true(value: Any) -> bool:
+    """A boolean cell as written to CSV and read back ("True"/"False") or kept (True/False)."""
+    return value is True or (isinstance(value, (bool, np.bool_)) and bool(value)) or str(value).lower() == "true"
+
+
+def _failed_condition(failed: dict[str, np.ndarray]) -> dict[str, Any]:
     """The row of a condition none of whose repetitions was measured: identity, counts, failure; no number."""
-    first = failed.iloc[0]
     row: dict[str, Any] = {column: math.nan for column in CONDITION_COLUMNS}
-    row.update({c: first[c] for c in IDENTITY_COLUMNS})
-    row.update({"repeats": 0, "failed_runs": len(failed), "failure": _joined(failed["failure"]),
-                "cgroup_source": None, "cap_reached": False, "oom_killed": bool(failed["oom_killed"].any())})
+    row.update({c: failed[c][0] for c in IDENTITY_COLUMNS})
+    row.update({"repeats": 0, "failed_runs": len(failed["condition_id"]), "failure": _distinct(failed["failure"]),
+                "interval_method": NO_INTERVAL, "rps_runs": "", "p99_ms_runs": "",
+                "cgroup_source": None, "cap_reached": False,
+                "oom_killed": any(_true(v) for v in failed["oom_killed"])})
     for column in ENV_COLUMNS:
         row[column] = None
-    codes = flagmod.condition_flags((str(f).split(",") if f else [] for f in failed["flags"]), row)
+    codes = flagmod.condition_flags(_codes(failed["flags"]), row)
     row["flags"] = flagmod.join(codes)
     for code in flagmod.CODES:
         row[f"flag_{code}"] = code in codes
@@ -480,13 +620,16 @@ def _failed_condition(failed: pd.DataFrame) -> dict[str, Any]:
 
 
 def summarise_conditions(per_run: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> pd.DataFrame:
-    """One row per condition from summarise_runs' frame: pooled point values, 95 % intervals, flags.
+    """One row per condition from summarise_runs' frame (or a runs_summary.csv): values, 95 % intervals,
+    run-to-run CVs, flags.
 
-    Conditions are done one at a time and each reads only its own run files, so
-    memory holds one condition's samples at most.
+    Conditions are done one at a time; only a condition with a single measured run reads its run file.
     """
-    rows = [summarise_condition(group, resamples=resamples, base_seed=base_seed)
-            for _, group in per_run.groupby("condition_id", sort=False)]
+    per_run = per_run.reset_index(drop=True)
+    # One conversion for all runs, not one per condition: a coverage simulation summarises thousands.
+    text, numeric = _columns(per_run)
+    rows = [_summarise({c: v[at] for c, v in text.items()}, numeric[at], resamples, base_seed)
+            for at in per_run.groupby("condition_id", sort=False).indices.values()]
     frame = pd.DataFrame(rows, columns=CONDITION_COLUMNS)
     return frame.sort_values(SORT_KEYS, kind="stable").reset_index(drop=True)
 

@@ -23,7 +23,8 @@ import pandas as pd
 from . import reference as refmod
 from .breaking import BREAK, TOO_FEW, assess_rows
 from .flags import FLAGS
-from .stats import environments
+from .repstats import Estimate
+from .stats import condition_ratio, environments, ratio_to_published
 
 MISSING = "—"
 FAILED_CELL = "failed"
@@ -38,18 +39,20 @@ P99_GRID_LOADS = (0.0, 15.0, 45.0, 75.0, 105.0)
 MEMORY_SIDECAR_LOAD = 15.0
 
 DEFINITIONS = (
-    "Values are whole-window, the article's definition: RPS = successful (2xx) responses / load window "
-    "(hey's span), pooled over the repetitions; percentiles are nearest-rank over all successful responses of "
-    "all repetitions (ms). [lo–hi]: 95 % interval (hierarchical bootstrap over repetitions and 1 s blocks; with one "
-    "repetition it shows within-run variation only)."
+    "Values are whole-window, the article's definition: a run's RPS = successful (2xx) responses / load window "
+    "(hey's span) and its percentiles are nearest-rank over its successful responses (ms); a cell is the mean of "
+    "its runs. [lo–hi]: 95 % t interval over the runs' values (summary.csv interval_method \"t over runs\"; "
+    "its coverage is checked by simulation); a cell of one run shows its within-run interval only (\"within-run "
+    "only\"). Ratios (ours/article, retention, memory gain, Go/Next) carry both sides' run-to-run uncertainty: "
+    "Welch's t interval of the runs' log values (against the article's numbers, taken as exact: a t interval)."
 )
 STEADY_NOTE = ("Steady P99 / steady RPS: over the second half of the load window only, after any start-up "
                "transient; the article's numbers are whole-window.")
 # Flags that do not bear on a metric's cell: P99.9's sample count says nothing about RPS, P50 or P99.
 NOT_FOR = {
-    "rps": {"few_samples_p99", "few_samples_p99_9"},
-    "steady_rps": {"few_samples_p99", "few_samples_p99_9"},
-    "p50_ms": {"few_samples_p99", "few_samples_p99_9"},
+    "rps": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
+    "steady_rps": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
+    "p50_ms": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
     "p99_ms": {"few_samples_p99_9"},
     "steady_p99_ms": {"few_samples_p99_9"},
 }
@@ -121,6 +124,100 @@ def legend(codes: set[str]) -> list[str]:
 
 def ratio(ours: float, article: float) -> float:
     return ours / article if article and not (math.isnan(ours) or math.isnan(article)) else math.nan
+
+
+NO_RATIO = Estimate(math.nan, math.nan, math.nan, 0, "none")
+
+
+def to_article(rows: pd.DataFrame, article: float, metric: str) -> Estimate:
+    """Ours / the article's number for a cell: over the runs of its one condition (stats.ratio_to_published);
+    a cell of several conditions gets the ratio of their mean, without an interval."""
+    if math.isnan(article) or metric not in rows.columns or rows[metric].notna().sum() == 0:
+        return NO_RATIO
+    if len(rows) == 1:
+        return ratio_to_published(rows.iloc[0], article, metric)
+    return Estimate(ratio(float(rows[metric].mean()), article), math.nan, math.nan, len(rows), "several")
+
+
+def between(rows: pd.DataFrame, base: pd.DataFrame, metric: str = "rps") -> Estimate:
+    """One condition's metric over another's (retention, memory gain, Go/Next): stats.condition_ratio."""
+    if len(rows) != 1 or len(base) != 1:
+        return NO_RATIO
+    return condition_ratio(rows.iloc[0], base.iloc[0], metric)
+
+
+def ratios_over(rows: pd.DataFrame, base: pd.Series, metric: str = "rps") -> tuple[np.ndarray, ...]:
+    """Each row's metric over one base condition's (retention, memory gain): values, lo, hi arrays."""
+    found = [condition_ratio(row, base, metric) for _, row in rows.iterrows()]
+    return tuple(np.array([getattr(f, k) for f in found], dtype="float64") for k in ("value", "lo", "hi"))
+
+
+def ratio_record(prefix: str, found: Estimate) -> dict[str, float]:
+    return {prefix: found.value, f"{prefix}_lo": found.lo, f"{prefix}_hi": found.hi}
+
+
+def ratio_text(value: float, lo: float, hi: float, digits: int = 2) -> str:
+    """"0.95 [0.80–1.10]", or the value alone when it has no interval."""
+    text = fmt(value, digits)
+    if text != MISSING and not (math.isnan(lo) or math.isnan(hi)):
+        text += f" [{fmt(lo, digits)}–{fmt(hi, digits)}]"
+    return text
+
+
+def at(rows: pd.DataFrame, load: float) -> pd.DataFrame:
+    return rows[np.isclose(rows["total_sidecar_load_pct"], load)]
+
+
+TAIL_SHARE = 0.01  # P99: 1 % of the responses are at or above it
+
+
+def tail_vs_article(rows: pd.DataFrame, article_p99: float) -> tuple[str, str]:
+    """A bimodal cell against the article's P99, by what that P99 says of the tail shares.
+
+    Article P99 p with k x T < p <= (k + 1) x T: at least 1 % of its responses were slower than k
+    periods and at most 1 % slower than k + 1. Ours agrees when our shares' 95 % intervals allow
+    both (slow_<k>p_share_hi >= 1 %, slow_<k+1>p_share_lo <= 1 %), else differs. Returns (text, verdict);
+    ("", "") when the cell is no single bimodal condition or the article has no P99 there."""
+    if len(rows) != 1 or math.isnan(article_p99) or "bimodal" not in codes_of(rows.iloc[0].get("flags")):
+        return "", ""
+    row = rows.iloc[0]
+    period = float(row.get("period_ms", math.nan))
+    period = period if math.isfinite(period) and period > 0 else 100.0
+    k = math.ceil(article_p99 / period) - 1  # article_p99 in (k T, (k + 1) T]
+    parts, verdict = [], "agrees"
+    for periods, side in ((k, ">="), (k + 1, "<=")):
+        column = f"slow_{periods}p_share"
+        if not 1 <= periods <= 3 or column not in row.index or pd.isna(row[column]):
+            continue
+        lo, hi = float(row.get(f"{column}_lo", math.nan)), float(row.get(f"{column}_hi", math.nan))
+        lo, hi = (float(row[column]) if math.isnan(lo) else lo), (float(row[column]) if math.isnan(hi) else hi)
+        if (side == ">=" and hi < TAIL_SHARE) or (side == "<=" and lo > TAIL_SHARE):
+            verdict = "differs"
+        parts.append(f"> {periods * period:g} ms {100 * float(row[column]):.1f} % [{100 * lo:.1f}–{100 * hi:.1f}] "
+                     f"(article {side} 1 %)")
+    if not parts:
+        return "", ""
+    return "tails: " + "; ".join(parts) + f": {verdict}", verdict
+
+
+def delivered(rows: pd.DataFrame) -> float:
+    """The sidecars' delivered CPU (% of one core, mean over the runs) of a cell's conditions."""
+    if "sidecars_cpu_pct" not in rows.columns or rows["sidecars_cpu_pct"].notna().sum() == 0:
+        return math.nan
+    return float(rows["sidecars_cpu_pct"].mean())
+
+
+def load_text(load: float, used: float) -> str:
+    """"15% (11.2 used)": the nominal total load and the CPU the sidecars delivered."""
+    return f"{load:g}%" + (f" ({used:.1f} used)" if not math.isnan(used) and load > 0 else "")
+
+
+DELIVERED_NOTE = ("Load: the sidecars' nominal total load, and in parentheses the CPU they delivered (% of one core, "
+                  "mean over the runs; summary.csv sidecars_cpu_pct). Wall-clock sidecars, the article's method, burn "
+                  "less than nominal when the task is throttled; the delivered CPU is what the app lost.")
+BIMODAL_NOTE = ("B (bimodal): the runs' P99 fall on both sides of a boundary between whole CFS periods, so a P99 "
+                "ratio would compare one mode with the other; such a cell is compared with the article by the tail "
+                "shares its P99 implies (at least 1 % slower than k periods, at most 1 % slower than k + 1).")
 
 
 def baseline_memory(summary: pd.DataFrame) -> int:
@@ -232,7 +329,7 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
     rows = runs_of(summary, app, vcpu, sidecar_count, memory)
     art = refmod.select(ref, "load_sweep", app=app, vcpu=vcpu, sidecar_count=sidecar_count)
     loads = sorted(set(rows["total_sidecar_load_pct"].dropna()) | set(art["load"].dropna()))
-    records, seen = [], set()
+    records, seen, tails = [], set(), {}
     for load in loads:
         record = {"total_sidecar_load_pct": load}
         codes: tuple[str, ...] = ()
@@ -241,37 +338,54 @@ def load_sweep(summary: pd.DataFrame, ref: pd.DataFrame, app: str, vcpu: float =
             article = refmod.value(ref, "load_sweep", metric, app=app, vcpu=vcpu, sidecar_count=sidecar_count,
                                    load=load)
             record.update({metric: ours.value, f"{metric}_lo": ours.lo, f"{metric}_hi": ours.hi,
-                           f"{metric}_article": article, f"{metric}_ratio": ratio(ours.value, article)})
+                           f"{metric}_article": article,
+                           **ratio_record(f"{metric}_ratio", to_article(at(rows, load), article, metric))})
             codes = ours.codes
             if ours.conditions:
                 seen |= cell_codes(codes, metric)
         for metric in ("steady_p99_ms", "steady_rps"):
             record[metric] = measured_at(rows, load, metric).value
+        record["sidecars_cpu_pct"] = delivered(at(rows, load))
+        text, verdict = tail_vs_article(at(rows, load), record["p99_ms_article"])
+        record["p99_tails_vs_article"] = verdict
+        if verdict:  # a bimodal cell: no P99 ratio, its tail shares instead
+            record.update({"p99_ms_ratio": math.nan, "p99_ms_ratio_lo": math.nan, "p99_ms_ratio_hi": math.nan})
+            tails[load] = text
         record["repeats"] = measured_at(rows, load, "repeats").value
         record["flags"] = flags_text(codes)
         records.append(record)
     data = pd.DataFrame(records, columns=[
-        "total_sidecar_load_pct", "p50_ms", "p50_ms_lo", "p50_ms_hi", "p50_ms_article", "p50_ms_ratio",
-        "p99_ms", "p99_ms_lo", "p99_ms_hi", "p99_ms_article", "p99_ms_ratio", "steady_p99_ms",
-        "rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "steady_rps", "repeats", "flags"])
+        "total_sidecar_load_pct", "sidecars_cpu_pct", "p50_ms", "p50_ms_lo", "p50_ms_hi", "p50_ms_article", "p50_ms_ratio",
+        "p50_ms_ratio_lo", "p50_ms_ratio_hi",
+        "p99_ms", "p99_ms_lo", "p99_ms_hi", "p99_ms_article", "p99_ms_ratio", "p99_ms_ratio_lo", "p99_ms_ratio_hi",
+        "steady_p99_ms", "rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "rps_ratio_lo", "rps_ratio_hi",
+        "steady_rps", "p99_tails_vs_article", "repeats", "flags"])
+
+    def ratios(metric):
+        return [tails.get(r["total_sidecar_load_pct"]) if metric == "p99_ms" and r["total_sidecar_load_pct"] in tails
+                else ratio_text(r[f"{metric}_ratio"], r[f"{metric}_ratio_lo"], r[f"{metric}_ratio_hi"])
+                for _, r in data.iterrows()]
 
     def cells(metric, digits):
         return [measured(r[metric], r[f"{metric}_lo"], r[f"{metric}_hi"], codes_of(r["flags"]), metric, digits)
                 for _, r in data.iterrows()]
 
     display = pd.DataFrame({
-        "Total load": [f"{x:g}%" for x in data["total_sidecar_load_pct"]],
+        "Total load (delivered)": [load_text(x, u) for x, u in zip(data["total_sidecar_load_pct"],
+                                                                    data["sidecars_cpu_pct"])],
         "P50 ms": cells("p50_ms", 1), "P50 ms (article)": data["p50_ms_article"].map(fmt),
         "P99 ms": cells("p99_ms", 1), "P99 ms (article)": data["p99_ms_article"].map(fmt),
-        "P99 ours/article": data["p99_ms_ratio"].map(lambda v: fmt(v, 2)),
+        "P99 ours/article": ratios("p99_ms"),
         "Steady P99 ms": data["steady_p99_ms"].map(fmt),
         "RPS": cells("rps", 0), "RPS (article)": data["rps_article"].map(lambda v: fmt(v, 0)),
-        "RPS ours/article": data["rps_ratio"].map(lambda v: fmt(v, 2)),
+        "RPS ours/article": ratios("rps"),
         "Steady RPS": data["steady_rps"].map(lambda v: fmt(v, 0)),
     })
     title = f"{APP_NAMES.get(app, app)} {vcpu:g} vCPU + {sidecar_count} sidecars: total sidecar load -> P50, P99, RPS"
-    notes = [DEFINITIONS, STEADY_NOTE,
+    notes = [DEFINITIONS, STEADY_NOTE, DELIVERED_NOTE,
              f"Memory {memory} MB. Rows: every total load measured here or published by the article."]
+    if tails:
+        notes.append(BIMODAL_NOTE)
     return Table(f"load_sweep_{app}", title, data, display, notes + missing_note(display[["P50 ms"]]), seen)
 
 
@@ -322,33 +436,43 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
             "article_after_load_pct": a["after_load_pct"] if a is not None else math.nan,
             "article_before_p99_ms": a["before_p99_ms"] if a is not None else math.nan,
             "article_after_p99_ms": a["after_p99_ms"] if a is not None else math.nan,
+            "before_sidecars_cpu_pct": delivered(at(sweep, step.before_load_pct)) if step else math.nan,
+            "after_sidecars_cpu_pct": delivered(at(sweep, step.after_load_pct)) if step else math.nan,
         }
         record["same_step_as_article"] = (
             bool(step.before_load_pct == a["before_load_pct"] and step.after_load_pct == a["after_load_pct"])
             if a is not None and step is not None and verdict == BREAK else None)
+        record["vs_article"] = versus_article(verdict, step, a)
         records.append(record)
     data = pd.DataFrame(records, columns=["app", "vcpu", "sidecar_count", "loads_measured", "load_range", "verdict",
                                           "before_load_pct", "after_load_pct", "before_p99_ms", "after_p99_ms",
                                           "rule", "evidence", "flags", "article_before_load_pct",
                                           "article_after_load_pct", "article_before_p99_ms", "article_after_p99_ms",
-                                          "same_step_as_article"])
+                                          "same_step_as_article", "vs_article", "before_sidecars_cpu_pct",
+                                          "after_sidecars_cpu_pct"])
 
-    def step_text(before, after, p_before, p_after):
+    def step_text(before, after, p_before, p_after, used_before=math.nan, used_after=math.nan):
         if math.isnan(before):
             return MISSING
-        return f"{before:g}% -> {after:g}% ({fmt(p_before)} -> {fmt(p_after)} ms)"
+        used = (f", {fmt(used_before)} -> {fmt(used_after)} % CPU used"
+                if not (math.isnan(used_before) or math.isnan(used_after)) else "")
+        return f"{before:g}% -> {after:g}% ({fmt(p_before)} -> {fmt(p_after)} ms{used})"
 
     display = pd.DataFrame({
         "Setup": [f"{APP_NAMES.get(r.app, r.app)} {r.vcpu:g} vCPU + {r.sidecar_count} sidecar(s)" for r in data.itertuples()],
         "Loads measured": [f"{r.loads_measured} ({r.load_range})" if r.loads_measured else MISSING for r in data.itertuples()],
         "Verdict": data["verdict"],
-        "Step (P99)": [step_text(r.before_load_pct, r.after_load_pct, r.before_p99_ms, r.after_p99_ms)
+        "Step (P99)": [step_text(r.before_load_pct, r.after_load_pct, r.before_p99_ms, r.after_p99_ms,
+                                 r.before_sidecars_cpu_pct, r.after_sidecars_cpu_pct)
                        + (f" {marks(codes_of(r.flags), 'p99_ms')}" if marks(codes_of(r.flags), "p99_ms") else "")
                        for r in data.itertuples()],
         "Evidence": [r.evidence or MISSING for r in data.itertuples()],
         "Article": [step_text(r.article_before_load_pct, r.article_after_load_pct, r.article_before_p99_ms,
                               r.article_after_p99_ms) for r in data.itertuples()],
+        "Against the article": [r.vs_article or MISSING for r in data.itertuples()],
     })
+    counts = data["vs_article"].value_counts()
+    tally = ", ".join(f"{counts[v]} {v}" for v in VS_ARTICLE if v in counts)
     notes = [
         "Rule (detected from the data, not typed in; breaking.py): along each app / vCPU / sidecar-count sweep at "
         f"{memory} MB, sorted by total sidecar load, a step is large when P99 rises and either (jump) rises by at "
@@ -362,9 +486,32 @@ def breaking_points(summary: pd.DataFrame, ref: pd.DataFrame) -> Table:
         "Verdict: 'break' (the first step meeting both), 'within noise' (the first large step whose intervals "
         "overlap what came before or after; no break found), 'none' (no large step over the loads measured), "
         "'too few loads'. The fine 1 % steps of the article preset are needed to place a break to within a few %.",
+        "Against the article, by the rule (not by hand): 'same step' (our break is the article's step), 'earlier' / "
+        "'later' (our break's step ends at or before / starts at or after the article's), 'overlapping' (the two "
+        "steps share loads), 'no break at 95 %' (the article has a break, our intervals place none), 'no article "
+        "break' (the article publishes none for the sweep)." + (f" Here: {tally}." if tally else ""),
         DEFINITIONS,
     ]
     return Table("breaking_points", "Breaking points: first load step where P99 breaks", data, display, notes, seen)
+
+
+VS_ARTICLE = ("same step", "earlier", "later", "overlapping", "no break at 95 %", "no article break")
+
+
+def versus_article(verdict: str, step, article) -> str:
+    """Our sweep's breaking point against the article's, by the rule (see breaking_points' notes)."""
+    if article is None:
+        return "no article break"
+    if verdict != BREAK or step is None:
+        return "no break at 95 %"
+    before, after = float(article["before_load_pct"]), float(article["after_load_pct"])
+    if step.before_load_pct == before and step.after_load_pct == after:
+        return "same step"
+    if step.after_load_pct <= before:
+        return "earlier"
+    if step.before_load_pct >= after:
+        return "later"
+    return "overlapping"
 
 
 def go_vs_next(summary: pd.DataFrame, ref: pd.DataFrame, vcpu: float = 0.25, sidecar_count: int = 3) -> Table:
@@ -377,7 +524,10 @@ def go_vs_next(summary: pd.DataFrame, ref: pd.DataFrame, vcpu: float = 0.25, sid
     records, cells, seen = [], [], set()
     for load in loads:
         record = {"total_sidecar_load_pct": load}
-        shown = {"Total load": f"{load:g}%"}
+        record.update({f"{app}_sidecars_cpu_pct": delivered(at(rows, load)) for app, rows in (("go", go), ("next", nx))})
+        used = " / ".join(f"{record[f'{app}_sidecars_cpu_pct']:.1f}" for app in ("go", "next")
+                          if not math.isnan(record[f"{app}_sidecars_cpu_pct"]))
+        shown = {"Total load": f"{load:g}%" + (f" ({used} used)" if used and load > 0 else "")}
         for app, rows in (("go", go), ("next", nx)):
             name = APP_NAMES[app].split()[0]
             codes: tuple[str, ...] = ()
@@ -392,14 +542,26 @@ def go_vs_next(summary: pd.DataFrame, ref: pd.DataFrame, vcpu: float = 0.25, sid
                 if ours.conditions:
                     seen |= cell_codes(codes, metric)
             record[f"{app}_flags"] = flags_text(codes)
+        # How many times Next.js's RPS Go serves, with both apps' run-to-run uncertainty.
+        record.update(ratio_record("go_next_rps_ratio", between(at(go, load), at(nx, load))))
+        record["go_next_rps_ratio_article"] = ratio(record["go_rps_article"], record["next_rps_article"])
+        shown["Go/Next RPS (article)"] = ratio_text(
+            record["go_next_rps_ratio"], record["go_next_rps_ratio_lo"], record["go_next_rps_ratio_hi"], 1) + (
+            f" ({fmt(record['go_next_rps_ratio_article'], 1)})"
+            if not math.isnan(record["go_next_rps_ratio_article"]) else "")
         records.append(record)
         cells.append(shown)
-    columns = ["total_sidecar_load_pct"] + [f"{a}_{m}{s}" for a in ("go", "next") for m in ("p99_ms", "rps")
-                                            for s in ("", "_lo", "_hi", "_article")] + ["go_flags", "next_flags"]
+    columns = (["total_sidecar_load_pct"] + [f"{a}_{m}{s}" for a in ("go", "next") for m in ("p99_ms", "rps")
+                                             for s in ("", "_lo", "_hi", "_article")] + ["go_flags", "next_flags"]
+               + ["go_next_rps_ratio", "go_next_rps_ratio_lo", "go_next_rps_ratio_hi", "go_next_rps_ratio_article"]
+               + ["go_sidecars_cpu_pct", "next_sidecars_cpu_pct"])
     data = pd.DataFrame(records, columns=columns)
     display = pd.DataFrame(cells, columns=["Total load"] + [f"{n} {l} (article)" for n in ("Go", "Next")
-                                                            for l in ("P99 ms", "RPS")])
+                                                            for l in ("P99 ms", "RPS")] + ["Go/Next RPS (article)"])
     notes = [f"{vcpu:g} vCPU, {sidecar_count} sidecars, {memory} MB. Cells: ours [95 % interval] flags (article).",
+             "Go/Next RPS: Go's RPS over Next.js's at the same load, with both cells' run-to-run uncertainty.",
+             "Total load: nominal, and in parentheses the CPU the sidecars delivered beside Go / beside Next.js "
+             "(% of one core, mean over the runs).",
              DEFINITIONS]
     return Table("go_vs_next", f"Go vs Next at {vcpu:g} vCPU + {sidecar_count} sidecars", data, display,
                  notes + missing_note(display), seen)
@@ -434,12 +596,16 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
                 article = refmod.value(ref, "rps_grid", "rps", app=app, vcpu=vcpu, sidecar_count=sc,
                                        total_sidecar_load_pct=bucket)
                 record.update({f"rps_{bucket}": ours.value, f"rps_{bucket}_lo": ours.lo, f"rps_{bucket}_hi": ours.hi,
-                               f"rps_{bucket}_article": article, f"rps_{bucket}_ratio": ratio(ours.value, article),
+                               f"rps_{bucket}_article": article,
+                               **ratio_record(f"rps_{bucket}_ratio", to_article(hit, article, "rps")),
                                f"runs_{bucket}": len(hit), f"flags_{bucket}": flags_text(cell_codes(ours.codes, "rps")),
-                               f"loads_{bucket}": " ".join(f"{x:g}" for x in sorted(hit["total_sidecar_load_pct"]))})
+                               f"loads_{bucket}": " ".join(f"{x:g}" for x in sorted(hit["total_sidecar_load_pct"])),
+                               f"sidecars_cpu_pct_{bucket}": delivered(hit)})
                 if len(hit):
                     seen |= cell_codes(ours.codes, "rps")
+                used = record[f"sidecars_cpu_pct_{bucket}"]
                 text = measured(ours.value, ours.lo, ours.hi, ours.codes, "rps", 0) + (
+                    f" @{used:.1f}" if not math.isnan(used) and high > 0 else "") + (
                     f" ({fmt(article, 0)})" if not math.isnan(article) else "")
                 if len(hit) > 1:
                     text += f" [n={len(hit)}]"
@@ -453,8 +619,8 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
     data = pd.DataFrame(records)
     display = pd.DataFrame(cells, columns=["vCPU", "Sidecars"] + [f"{b}%" for b, _, _ in LOAD_BUCKETS])
     notes = [
-        f"Cells: our RPS [95 % interval] flags (article's RPS). Columns are ranges of total sidecar load (inclusive); "
-        f"memory {memory} MB.",
+        f"Cells: our RPS [95 % interval] flags @ the CPU the sidecars delivered (% of one core, mean over the runs) "
+        f"(article's RPS). Columns are ranges of nominal total sidecar load (inclusive); memory {memory} MB.",
         "A cell holds the runs whose total load lies in its range and whose per-sidecar load is one of the grid's "
         f"levels ({', '.join(f'{x:g}' for x in GRID_SIDECAR_LOADS)} %); fine-step runs appear in the load sweeps, "
         "not here. When several conditions fall in one cell (e.g. +proxy at 5 % and 15 %), the cell is the mean of "
@@ -483,22 +649,30 @@ def p99_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str, sidecar_count: 
         for load in P99_GRID_LOADS:
             ours = measured_at(rows, load, "p99_ms")
             article = refmod.value(ref, "p99_grid", "p99_ms", app=app, vcpu=vcpu, sidecar_count=sidecar_count, load=load)
+            _, verdict = tail_vs_article(at(rows, load), article)
+            ratio_found = NO_RATIO if verdict else to_article(at(rows, load), article, "p99_ms")
             record.update({f"p99_ms_{load:g}": ours.value, f"p99_ms_{load:g}_lo": ours.lo,
                            f"p99_ms_{load:g}_hi": ours.hi, f"p99_ms_{load:g}_article": article,
-                           f"p99_ms_{load:g}_ratio": ratio(ours.value, article),
+                           f"sidecars_cpu_pct_{load:g}": delivered(at(rows, load)),
+                           f"p99_tails_vs_article_{load:g}": verdict,
+                           **ratio_record(f"p99_ms_{load:g}_ratio", ratio_found),
                            f"flags_{load:g}": flags_text(cell_codes(ours.codes, "p99_ms"))})
             if ours.conditions:
                 seen |= cell_codes(ours.codes, "p99_ms")
+            used = record[f"sidecars_cpu_pct_{load:g}"]
             shown[f"{load:g}%"] = measured(ours.value, ours.lo, ours.hi, ours.codes, "p99_ms") + (
-                f" ({fmt(article)})" if not math.isnan(article) else "")
+                f" ({fmt(article)})" if not math.isnan(article) else "") + (
+                f" @{used:.1f}" if not math.isnan(used) and load > 0 else "") + (f" tails {verdict}" if verdict else "")
         records.append(record)
         cells.append(shown)
     data = pd.DataFrame(records)
     if data.empty:
         data = pd.DataFrame(columns=["vcpu"])
     display = pd.DataFrame(cells, columns=["vCPU"] + [f"{x:g}%" for x in P99_GRID_LOADS])
-    notes = [f"Cells: our P99 ms [95 % interval] flags (article's). Rows: vCPU; columns: total sidecar load; "
-             f"{sidecar_count} sidecars, {memory} MB.", DEFINITIONS]
+    notes = [f"Cells: our P99 ms [95 % interval] flags (article's) @ the CPU the sidecars delivered (% of one core). "
+             f"Rows: vCPU; columns: nominal total sidecar load; {sidecar_count} sidecars, {memory} MB.",
+             BIMODAL_NOTE + " Here: 'tails agrees' / 'tails differs' (p99_grid CSV: p99_tails_vs_article_<load>).",
+             DEFINITIONS]
     return Table(f"p99_grid_{app}", f"{APP_NAMES.get(app, app)}: P99 (ms) by vCPU x total load, {sidecar_count} sidecars",
                  data, display, notes + missing_note(display), seen)
 
@@ -508,39 +682,52 @@ def memory_table(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 
     rows_all = runs_of(summary, sidecar_count=sidecar_count)
     rows_all = rows_all[np.isclose(rows_all["sidecar_load_pct"], sidecar_load_pct)]
     art = refmod.select(ref, "memory")
+    base_memory = baseline_memory(summary)
     keys = set(zip(rows_all["vcpu"], rows_all["memory_mb"])) | set(zip(art["vcpu"], art["memory_mb"]))
     records, seen = [], set()
     for vcpu, memory in sorted(keys):
         record = {"vcpu": float(vcpu), "memory_mb": int(memory)}
         for app in ("go", "next"):
-            ours = measure(runs_of(rows_all, app, vcpu, memory_mb=int(memory)), "rps")
+            cell = runs_of(rows_all, app, vcpu, memory_mb=int(memory))
+            ours = measure(cell, "rps")
             article = refmod.value(ref, "memory", "rps", app=app, vcpu=vcpu, memory_mb=int(memory),
                                    sidecar_count=sidecar_count)
+            # Memory gain: over the same app and vCPU at the baseline memory, both sides' runs counted.
+            gain = between(cell, runs_of(rows_all, app, vcpu, memory_mb=base_memory))
             record.update({f"{app}_rps": ours.value, f"{app}_rps_lo": ours.lo, f"{app}_rps_hi": ours.hi,
-                           f"{app}_rps_article": article, f"{app}_rps_ratio": ratio(ours.value, article),
+                           f"{app}_rps_article": article,
+                           **ratio_record(f"{app}_rps_ratio", to_article(cell, article, "rps")),
+                           **ratio_record(f"{app}_gain", gain),
                            f"{app}_flags": flags_text(cell_codes(ours.codes, "rps"))})
             if ours.conditions:
                 seen |= cell_codes(ours.codes, "rps")
         records.append(record)
     columns = ["vcpu", "memory_mb"] + [f"{a}_{s}" for a in ("go", "next")
-                                       for s in ("rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "flags")]
+                                       for s in ("rps", "rps_lo", "rps_hi", "rps_article", "rps_ratio", "rps_ratio_lo",
+                                                 "rps_ratio_hi", "gain", "gain_lo", "gain_hi", "flags")]
     data = pd.DataFrame(records, columns=columns)
 
     def cells(app):
         return [measured(r[f"{app}_rps"], r[f"{app}_rps_lo"], r[f"{app}_rps_hi"], codes_of(r[f"{app}_flags"]), "rps", 0)
                 for _, r in data.iterrows()]
 
+    def ratios(app, what):
+        return [ratio_text(r[f"{app}_{what}"], r[f"{app}_{what}_lo"], r[f"{app}_{what}_hi"]) for _, r in data.iterrows()]
+
     display = pd.DataFrame({
         "vCPU": [f"{x:.2f}" for x in data["vcpu"]],
         "Memory limit": [f"{m} MB" for m in data["memory_mb"]],
         "Go RPS": cells("go"), "Go RPS (article)": data["go_rps_article"].map(lambda v: fmt(v, 0)),
-        "Go ours/article": data["go_rps_ratio"].map(lambda v: fmt(v, 2)),
+        "Go ours/article": ratios("go", "rps_ratio"), f"Go / {base_memory} MB": ratios("go", "gain"),
         "Next RPS": cells("next"),
         "Next RPS (article)": data["next_rps_article"].map(lambda v: fmt(v, 0)),
-        "Next ours/article": data["next_rps_ratio"].map(lambda v: fmt(v, 2)),
+        "Next ours/article": ratios("next", "rps_ratio"), f"Next / {base_memory} MB": ratios("next", "gain"),
     })
     notes = [f"{sidecar_count} sidecars at {sidecar_load_pct:g} % each (total {sidecar_count * sidecar_load_pct:g} %). "
-             "The article publishes 1 vCPU only (it saw no memory effect at 0.25-0.5 vCPU).", DEFINITIONS]
+             "The article publishes 1 vCPU only (it saw no memory effect at 0.25-0.5 vCPU).",
+             f"<app> / {base_memory} MB: the memory gain, RPS over the same app's RPS at {base_memory} MB and the same "
+             "vCPU, with both cells' run-to-run uncertainty; an interval holding 1 shows no memory effect at 95 %.",
+             DEFINITIONS]
     return Table("memory", "RPS by memory limit", data, display,
                  notes + missing_note(display[["Go RPS", "Next RPS"]]), seen)
 
