@@ -226,7 +226,7 @@ def test_ratios_carry_the_run_to_run_uncertainty_of_both_sides(hand_summary, ref
     runs = {("go", 0): "1180;1195;1210", ("go", 3): "1120;1150;1180", ("next", 0): "78;80;82",
             ("next", 3): "70;78;86"}
     summary = hand_summary.copy()
-    summary["rps_runs"] = [runs.get((a, int(l)), "") for a, l in zip(summary["app"], summary["total_sidecar_load_pct"])]
+    summary["rps_runs"] = [runs.get((a, int(load)), "") for a, load in zip(summary["app"], summary["total_sidecar_load_pct"])]
     write_tables(summary, ref, tmp_path)
     sweep = pd.read_csv(tmp_path / "load_sweep_go.csv").set_index("total_sidecar_load_pct")
     # Ours / the article's 369 RPS: a t interval of the runs' logs, the article's number taken as exact.
