@@ -14,7 +14,7 @@ def summary_json(**changes):
         "arrivals": "constant", "seed": 1, "rate_per_s": 1000, "duration_s": 3, "slack_s": 0.001,
         "max_conns": 1000, "timeout_s": 20, "scheduled": 3000, "sent": 2990, "late": 30, "dropped": 10,
         "responses": 2985, "non_2xx": 2, "errors": 5, "error_kinds": {"connection reset": 5},
-        "lag_p50_s": 0.00005, "lag_p99_s": 0.0009, "lag_max_s": 0.004, "sent_rate_per_s": 996.7,
+        "lag_p50_s": 0.00005, "lag_p90_s": 0.0002, "lag_p99_s": 0.0009, "lag_p999_s": 0.003, "lag_max_s": 0.004, "sent_rate_per_s": 996.7,
         "workers": 55, "connections_opened": 55, "wall_s": 3.05, "cpu_user_s": 0.2, "cpu_system_s": 0.1,
         "gomaxprocs": 2,
     }

@@ -80,7 +80,9 @@ class Summary:
     non_2xx: int
     errors: int
     lag_p50_s: float
+    lag_p90_s: float
     lag_p99_s: float
+    lag_p999_s: float
     lag_max_s: float
     sent_rate_per_s: float
     workers: int

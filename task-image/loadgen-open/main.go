@@ -105,7 +105,9 @@ type Summary struct {
 	Errors            int            `json:"errors"`
 	ErrorKinds        map[string]int `json:"error_kinds"`
 	LagP50S           float64        `json:"lag_p50_s"`
+	LagP90S           float64        `json:"lag_p90_s"`
 	LagP99S           float64        `json:"lag_p99_s"`
+	LagP999S          float64        `json:"lag_p999_s"`
 	LagMaxS           float64        `json:"lag_max_s"`
 	SentRatePerS      float64        `json:"sent_rate_per_s"`
 	Workers           int            `json:"workers"`
@@ -152,9 +154,12 @@ func sleepUntil(t time.Time) {
 		if d <= 0 {
 			return
 		}
-		if d < 20*time.Microsecond {
-			runtime.Gosched() // shorter than a sleep's own overhead
-			continue
+		// Yield first: a worker just readied waits in this thread's run queue,
+		// where the nanosleep would hold it until the runtime's monitor takes the
+		// queue away (up to 10 ms when idle). Behind schedule, nothing yields.
+		runtime.Gosched()
+		if d = time.Until(t); d < 20*time.Microsecond {
+			continue // shorter than a sleep's own overhead
 		}
 		ts := syscall.NsecToTimespec(int64(d))
 		_ = syscall.Nanosleep(&ts, nil) // EINTR: loop and sleep the rest
@@ -263,13 +268,8 @@ func (g *generator) run(next func() time.Duration) (scheduled, dropped, workers 
 				go g.worker(j)
 			} else {
 				dropped++
-				continue
 			}
 		}
-		// The worker just readied waits in this thread's run queue; the nanosleep
-		// above would hold it there until the runtime's monitor takes the queue
-		// away (up to 10 ms when idle). Yield, so it runs now.
-		runtime.Gosched()
 	}
 	close(g.jobs)
 	g.wg.Wait()
@@ -319,7 +319,9 @@ func summarize(cfg config, outcomes []outcome, scheduled, dropped, workers int, 
 	}
 	sort.Slice(lags, func(a, b int) bool { return lags[a] < lags[b] })
 	s.LagP50S = quantile(lags, 0.5).Seconds()
+	s.LagP90S = quantile(lags, 0.9).Seconds()
 	s.LagP99S = quantile(lags, 0.99).Seconds()
+	s.LagP999S = quantile(lags, 0.999).Seconds()
 	if len(lags) > 0 {
 		s.LagMaxS = lags[len(lags)-1].Seconds()
 	}
