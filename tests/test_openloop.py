@@ -16,7 +16,7 @@ def summary_json(**changes):
         "responses": 2985, "non_2xx": 2, "errors": 5, "error_kinds": {"connection reset": 5},
         "lag_p50_s": 0.00005, "lag_p90_s": 0.0002, "lag_p99_s": 0.0009, "lag_p999_s": 0.003, "lag_max_s": 0.004, "sent_rate_per_s": 996.7,
         "workers": 55, "connections_opened": 55, "wall_s": 3.05, "cpu_user_s": 0.2, "cpu_system_s": 0.1,
-        "gomaxprocs": 2,
+        "gomaxprocs": 2, "warmup_s": 1, "warmup_scheduled": 1000, "warmup_not_on_time": 3,
     }
     raw.update(changes)
     return json.dumps(raw)
@@ -25,10 +25,11 @@ def summary_json(**changes):
 def test_command_is_an_argument_list_with_exact_durations():
     args = openloop.command("http://127.0.0.1:8080/work", 1500, 2.5, arrivals="poisson", max_conns=200,
                             slack_s=0.0005, seed=7, csv_path="/tmp/o.csv", summary_path="/tmp/s.json",
-                            wait_ready_s=10)
+                            wait_ready_s=10, warmup_s=1)
     assert args == ["openloop", "-rate", "1500", "-duration", "2500000us", "-arrivals", "poisson", "-seed", "7",
                     "-max-conns", "200", "-slack", "500us", "-timeout", "20000000us", "-o", "/tmp/o.csv",
-                    "-summary", "/tmp/s.json", "-wait-ready", "10000000us", "http://127.0.0.1:8080/work"]
+                    "-summary", "/tmp/s.json", "-wait-ready", "10000000us", "-warmup", "1000000us",
+                    "http://127.0.0.1:8080/work"]
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -37,6 +38,7 @@ def test_command_is_an_argument_list_with_exact_durations():
     ({"arrivals": "bursty"}, "open-loop arrivals 'bursty' is not one of: constant, poisson"),
     ({"max_conns": 0}, "open-loop max_conns 0 is not an integer >= 1"),
     ({"slack_s": -0.001}, "open-loop slack -0.001 s is negative"),
+    ({"warmup_s": -1}, "open-loop warm-up -1 s is negative"),
 ])
 def test_bad_settings_are_clear_errors(kwargs, message):
     settings = {"url": "http://127.0.0.1:8080/work", "rate_per_s": 100, "duration_s": 1, **kwargs}

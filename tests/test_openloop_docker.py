@@ -161,6 +161,15 @@ def test_at_a_low_rate_on_the_go_app_its_latencies_agree_with_hey(containers, im
     assert abs(p50_open - p50_hey) <= 0.0003 + 0.25 * p50_hey, (p50_open, p50_hey)
 
 
+def test_the_warm_up_is_sent_at_the_rate_but_left_out_of_the_rows(containers, images):
+    app = containers(image.image_tag("go"), network_mode="none")
+    samples, summary = run_openloop(containers, app, APP_URL, 500, 1, warmup_s=1)
+    assert summary.warmup_scheduled == 500 and summary.scheduled == 500, summary
+    assert len(samples) == summary.responses == 500
+    assert samples["offset_s"].min() >= 0 and samples["offset_s"].max() < 1
+    assert summary.wall_s < 1.5  # the measured window's, not the warm-up's
+
+
 def test_requests_over_the_connection_cap_are_dropped_and_counted(containers, stall_server):
     samples, summary = run_openloop(containers, stall_server, STALL_URL, RATE, 1, max_conns=5)
     # 5 connections, each held up to 50 ms in every stall: most of each stall's arrivals find none free.

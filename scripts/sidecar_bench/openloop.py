@@ -33,8 +33,12 @@ class OpenLoopError(ValueError):
 
 def command(url: str, rate_per_s: float, duration_s: float, *, arrivals: str = "constant",
             max_conns: int = 1000, slack_s: float = 0.001, seed: int = 1, timeout_s: float = 20,
-            csv_path: str = "-", summary_path: str = "/dev/stderr", wait_ready_s: float = 0) -> list[str]:
-    """The argument list of one open-loop run: RATE requests/s for DURATION at URL."""
+            csv_path: str = "-", summary_path: str = "/dev/stderr", wait_ready_s: float = 0,
+            warmup_s: float = 0) -> list[str]:
+    """The argument list of one open-loop run: RATE requests/s for DURATION at URL.
+
+    warmup_s: that long at the same rate first, on the same connections, not recorded.
+    """
     if not rate_per_s > 0:
         raise ValueError(f"open-loop rate {rate_per_s!r} is not > 0 requests/s")
     if not duration_s > 0:
@@ -45,12 +49,16 @@ def command(url: str, rate_per_s: float, duration_s: float, *, arrivals: str = "
         raise ValueError(f"open-loop max_conns {max_conns!r} is not an integer >= 1")
     if slack_s < 0:
         raise ValueError(f"open-loop slack {slack_s!r} s is negative")
+    if warmup_s < 0:
+        raise ValueError(f"open-loop warm-up {warmup_s!r} s is negative")
     args = [BINARY, "-rate", f"{rate_per_s:g}", "-duration", _go_duration(duration_s),
             "-arrivals", arrivals, "-seed", str(int(seed)), "-max-conns", str(int(max_conns)),
             "-slack", _go_duration(slack_s), "-timeout", _go_duration(timeout_s),
             "-o", csv_path, "-summary", summary_path]
     if wait_ready_s > 0:
         args += ["-wait-ready", _go_duration(wait_ready_s)]
+    if warmup_s > 0:
+        args += ["-warmup", _go_duration(warmup_s)]
     return [*args, url]
 
 
@@ -92,6 +100,9 @@ class Summary:
     cpu_system_s: float
     gomaxprocs: int
     go_version: str
+    warmup_s: float
+    warmup_scheduled: int
+    warmup_not_on_time: int  # late or dropped during the warm-up
     error_kinds: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

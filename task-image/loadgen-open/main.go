@@ -7,7 +7,9 @@
 // an idle worker; a worker owns one keep-alive connection, and the pool grows by
 // one worker whenever none is idle, up to -max-conns. A request that finds the
 // pool at its cap is dropped, and one sent more than -slack after its intended
-// time is late: both are counted in the summary, never hidden.
+// time is late: both are counted in the summary, never hidden. An optional
+// -warmup sends at the same rate before the measured window, on the same pool,
+// and is left out of the rows and counted apart.
 //
 // Output: one CSV row per response in the layout of hey 0.1.4's `-o csv`
 // (response-time, DNS+dialup, DNS, Request-write, Response-delay, Response-read,
@@ -54,6 +56,7 @@ type config struct {
 	url       string
 	rate      float64
 	duration  time.Duration
+	warmup    time.Duration
 	arrivals  string
 	seed      int64
 	maxConns  int
@@ -66,7 +69,7 @@ type config struct {
 
 // outcome is one request that was sent: a response (err == "") or a transport error.
 type outcome struct {
-	intended time.Duration // intended send time since the start
+	intended time.Duration // intended send time since the start of the measured window
 	lag      time.Duration // actual send time - intended send time
 	total    time.Duration // end of the response - intended send time
 	conn     time.Duration // GetConn -> GotConn (hey's DNS+dialup)
@@ -77,13 +80,23 @@ type outcome struct {
 	status   int
 	err      string
 	newConn  bool
+	warmup   bool
 }
 
 type job struct {
 	intended time.Time
+	warmup   bool
 }
 
-// Summary is what the summary JSON holds; every count is over the whole window.
+// tally counts what the dispatcher did, apart for the warm-up and the measured window.
+type tally struct {
+	scheduled, dropped             int
+	warmupScheduled, warmupDropped int
+	workers                        int
+}
+
+// Summary is what the summary JSON holds; every count is over the measured window
+// (the warm-up before it, at the same rate, has counts of its own).
 type Summary struct {
 	Format            int            `json:"format"`
 	Tool              string         `json:"tool"`
@@ -116,6 +129,9 @@ type Summary struct {
 	CPUUserS          float64        `json:"cpu_user_s"`
 	CPUSystemS        float64        `json:"cpu_system_s"`
 	GOMAXPROCS        int            `json:"gomaxprocs"`
+	WarmupS           float64        `json:"warmup_s"`
+	WarmupScheduled   int            `json:"warmup_scheduled"`
+	WarmupNotOnTime   int            `json:"warmup_not_on_time"`
 }
 
 // arrivalOffsets returns a function giving the successive intended send times
@@ -167,14 +183,17 @@ func sleepUntil(t time.Time) {
 }
 
 type generator struct {
-	cfg    config
-	client func() *http.Client
-	jobs   chan job
-	start  time.Time
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	done   []outcome
-	ended  time.Time
+	cfg          config
+	client       func() *http.Client
+	jobs         chan job
+	start        time.Time // of the warm-up, if any
+	measureStart time.Time // of the measured window
+	cpuUser0     time.Duration
+	cpuSys0      time.Duration
+	wg           sync.WaitGroup
+	mu           sync.Mutex
+	done         []outcome
+	ended        time.Time
 }
 
 func newClient(timeout time.Duration) *http.Client {
@@ -239,42 +258,59 @@ func (g *generator) send(client *http.Client, j job) outcome {
 	} else {
 		o.read = end.Sub(resStart)
 	}
-	o.intended = j.intended.Sub(g.start)
+	o.intended = j.intended.Sub(g.measureStart)
+	o.warmup = j.warmup
 	o.lag = sent.Sub(j.intended)
 	o.total = end.Sub(j.intended)
 	return o
 }
 
-// run sends the whole window and returns every outcome, the scheduled and dropped
-// counts and the pool size reached.
-func (g *generator) run(next func() time.Duration) (scheduled, dropped, workers int) {
+// run sends the warm-up and the measured window, one schedule through both, and
+// returns its counts; the outcomes are in g.done.
+func (g *generator) run(next func() time.Duration) tally {
+	var t tally
 	g.jobs = make(chan job) // unbuffered: a send succeeds only when a worker is idle
 	g.start = time.Now()
+	g.measureStart = g.start.Add(g.cfg.warmup)
+	measuring := false
 	for {
 		offset := next()
-		if offset >= g.cfg.duration {
+		if offset >= g.cfg.warmup+g.cfg.duration {
 			break
 		}
 		intended := g.start.Add(offset)
 		sleepUntil(intended)
-		scheduled++
-		j := job{intended: intended}
+		j := job{intended: intended, warmup: offset < g.cfg.warmup}
+		if !j.warmup && !measuring {
+			measuring = true
+			g.cpuUser0, g.cpuSys0 = cpuTimes()
+		}
+		if j.warmup {
+			t.warmupScheduled++
+		} else {
+			t.scheduled++
+		}
 		select {
 		case g.jobs <- j:
 		default:
-			if workers < g.cfg.maxConns {
-				workers++
+			if t.workers < g.cfg.maxConns {
+				t.workers++
 				g.wg.Add(1)
 				go g.worker(j)
+			} else if j.warmup {
+				t.warmupDropped++
 			} else {
-				dropped++
+				t.dropped++
 			}
 		}
+	}
+	if !measuring {
+		g.cpuUser0, g.cpuSys0 = cpuTimes()
 	}
 	close(g.jobs)
 	g.wg.Wait()
 	g.ended = time.Now()
-	return scheduled, dropped, workers
+	return t
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {
@@ -289,17 +325,27 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[k]
 }
 
-func summarize(cfg config, outcomes []outcome, scheduled, dropped, workers int, wall time.Duration, cpuUser, cpuSys time.Duration) Summary {
+// summarize counts the measured window's outcomes; warm-up outcomes count only
+// towards warmup_not_on_time.
+func summarize(cfg config, outcomes []outcome, t tally, wall time.Duration, cpuUser, cpuSys time.Duration) Summary {
 	s := Summary{
 		Format: SummaryFormat, Tool: "openloop", GoVersion: runtime.Version(), URL: cfg.url,
 		Arrivals: cfg.arrivals, Seed: cfg.seed, RatePerS: cfg.rate, DurationS: cfg.duration.Seconds(),
 		SlackS: cfg.slack.Seconds(), MaxConns: cfg.maxConns, TimeoutS: cfg.timeout.Seconds(),
-		Scheduled: scheduled, Sent: len(outcomes), Dropped: dropped, ErrorKinds: map[string]int{},
-		Workers: workers, WallS: wall.Seconds(), CPUUserS: cpuUser.Seconds(), CPUSystemS: cpuSys.Seconds(),
-		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Scheduled: t.scheduled, Dropped: t.dropped, ErrorKinds: map[string]int{},
+		Workers: t.workers, WallS: wall.Seconds(), CPUUserS: cpuUser.Seconds(), CPUSystemS: cpuSys.Seconds(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), WarmupS: cfg.warmup.Seconds(),
+		WarmupScheduled: t.warmupScheduled, WarmupNotOnTime: t.warmupDropped,
 	}
 	lags := make([]time.Duration, 0, len(outcomes))
 	for _, o := range outcomes {
+		if o.warmup {
+			if o.lag > cfg.slack {
+				s.WarmupNotOnTime++
+			}
+			continue
+		}
+		s.Sent++
 		lags = append(lags, o.lag)
 		if o.lag > cfg.slack {
 			s.Late++
@@ -329,12 +375,13 @@ func summarize(cfg config, outcomes []outcome, scheduled, dropped, workers int, 
 	return s
 }
 
-// writeCSV writes one hey-layout row per response, in intended send order.
+// writeCSV writes one hey-layout row per response of the measured window, in
+// intended send order.
 func writeCSV(w io.Writer, outcomes []outcome) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	fmt.Fprintln(bw, CSVHeader)
 	for _, o := range outcomes {
-		if o.err != "" {
+		if o.err != "" || o.warmup {
 			continue
 		}
 		fmt.Fprintf(bw, "%4.4f,%4.4f,%4.4f,%4.4f,%4.4f,%4.4f,%d,%4.4f\n",
@@ -399,6 +446,9 @@ func runLoad(cfg config) error {
 	if cfg.duration <= 0 {
 		return fmt.Errorf("-duration %s is not > 0", cfg.duration)
 	}
+	if cfg.warmup < 0 {
+		return fmt.Errorf("-warmup %s is negative", cfg.warmup)
+	}
 	if cfg.maxConns < 1 {
 		return fmt.Errorf("-max-conns %d is not >= 1", cfg.maxConns)
 	}
@@ -413,11 +463,10 @@ func runLoad(cfg config) error {
 	// Fewer collections: each pauses the workers and the dispatcher for a moment.
 	debug.SetGCPercent(400)
 	g := &generator{cfg: cfg, client: func() *http.Client { return newClient(cfg.timeout) }}
-	user0, sys0 := cpuTimes()
-	scheduled, dropped, workers := g.run(next)
+	t := g.run(next)
 	user1, sys1 := cpuTimes()
 	sort.Slice(g.done, func(a, b int) bool { return g.done[a].intended < g.done[b].intended })
-	summary := summarize(cfg, g.done, scheduled, dropped, workers, g.ended.Sub(g.start), user1-user0, sys1-sys0)
+	summary := summarize(cfg, g.done, t, g.ended.Sub(g.measureStart), user1-g.cpuUser0, sys1-g.cpuSys0)
 
 	w, closeCSV, err := create(cfg.csvPath)
 	if err != nil {
@@ -471,6 +520,7 @@ func main() {
 	var cfg config
 	flag.Float64Var(&cfg.rate, "rate", 0, "requests per second (required)")
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "length of the window in which requests are scheduled")
+	flag.DurationVar(&cfg.warmup, "warmup", 0, "load at the same rate before the window, not recorded (its late and dropped requests are counted apart)")
 	flag.StringVar(&cfg.arrivals, "arrivals", "constant", "inter-arrival times: constant or poisson")
 	flag.Int64Var(&cfg.seed, "seed", 1, "seed of the Poisson arrivals")
 	flag.IntVar(&cfg.maxConns, "max-conns", 1000, "cap on connections (one per worker); a request finding every one busy is dropped")

@@ -62,12 +62,13 @@ func TestStallDelayWaitsForTheEndOfTheStall(t *testing.T) {
 	}
 }
 
-func TestCSVHasHeysLayoutAndSkipsErrors(t *testing.T) {
+func TestCSVHasHeysLayoutAndSkipsErrorsAndWarmup(t *testing.T) {
 	ms := time.Millisecond
 	var buf bytes.Buffer
 	err := writeCSV(&buf, []outcome{
 		{intended: 10 * ms, total: 52 * ms, conn: ms, write: ms / 10, delay: 50 * ms, read: ms / 10, status: 200},
 		{intended: 20 * ms, total: 3 * ms, err: "connection refused"},
+		{intended: -5 * ms, total: 1 * ms, status: 200, warmup: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -82,13 +83,18 @@ func TestSummaryCountsLateErrorsAndDropped(t *testing.T) {
 	ms := time.Millisecond
 	cfg := config{rate: 100, duration: time.Second, slack: ms, arrivals: "constant"}
 	s := summarize(cfg, []outcome{
+		{lag: 5 * ms, status: 200, warmup: true},
+		{lag: 0, status: 200, warmup: true},
 		{lag: 0, status: 200, newConn: true},
 		{lag: 2 * ms, status: 503},
 		{lag: 500 * time.Microsecond, err: "timeout"},
-	}, 5, 2, 1, time.Second, 0, 0)
+	}, tally{scheduled: 5, dropped: 2, warmupScheduled: 4, warmupDropped: 2, workers: 1}, time.Second, 0, 0)
 	if s.Scheduled != 5 || s.Sent != 3 || s.Dropped != 2 || s.Late != 1 || s.Responses != 2 ||
 		s.Non2xx != 1 || s.Errors != 1 || s.ErrorKinds["timeout"] != 1 || s.ConnectionsOpened != 1 {
 		t.Fatalf("summary %+v", s)
+	}
+	if s.WarmupScheduled != 4 || s.WarmupNotOnTime != 3 {
+		t.Fatalf("warm-up counts %d scheduled, %d not on time; want 4, 3", s.WarmupScheduled, s.WarmupNotOnTime)
 	}
 	if s.LagMaxS != 0.002 || s.LagP50S != 0.0005 {
 		t.Fatalf("lag quantiles %g %g", s.LagP50S, s.LagMaxS)
