@@ -62,6 +62,14 @@ def test_changing_app_next_source_changes_only_next_variants(task_dir):
     assert _changed(before, _digests(task_dir)) == ["next", "next-sidecar"]
 
 
+def test_changing_the_open_loop_generator_changes_only_its_image(task_dir):
+    # hey's image is an input of every closed-loop run: the open loop must never touch it.
+    before = _digests(task_dir)
+    with open(task_dir / "loadgen-open" / "main.go", "a") as f:
+        f.write("// a change\n")
+    assert _changed(before, _digests(task_dir)) == ["loadgen-open"]
+
+
 def test_next_build_products_are_not_inputs(task_dir):
     before = _digests(task_dir)
     for generated in ("node_modules/next/index.js", ".next/BUILD_ID"):
@@ -92,6 +100,8 @@ def test_app_only_variants_do_not_depend_on_the_sidecar():
     assert {"app-next/package-lock.json", "app-next/pages/work.js"} <= rel("next")
     assert not any(p.startswith("app-go/") for p in rel("next"))
     assert rel("loadgen") == {"loadgen/Dockerfile"}
+    assert rel("loadgen-open") == {"loadgen-open/Dockerfile", "loadgen-open/go.mod", "loadgen-open/main.go",
+                                   "loadgen-open/main_test.go"}
 
 
 def test_unknown_variant_is_a_clear_error():
@@ -214,6 +224,7 @@ def test_images_carry_variant_digest_and_version_labels(client, images):
     assert {"node", "next", "python"} <= set(versions["next-sidecar"])
     assert versions["next"]["next"] == "14.2.5"
     assert versions["loadgen"]["hey"].startswith("0.1.4")
+    assert set(versions["loadgen-open"]) == {"go"}
 
 
 @pytest.mark.docker

@@ -10,7 +10,8 @@ tarball assembled here, so the same calls work against a local or a remote engin
 - ``build_next(app_dir, out_dir)``: ``npm ci && next build`` on the host (npm is not
   reachable from inside containers everywhere), only when the Next.js sources changed.
 - ``build_variant`` / ``ensure_variant``: build (or keep, when the digest label matches)
-  ``sidecar-bench/task:<variant>`` or ``sidecar-bench/loadgen:latest``.
+  ``sidecar-bench/task:<variant>``, ``sidecar-bench/loadgen:latest`` (hey, the closed
+  loop) or ``sidecar-bench/loadgen-open:latest`` (openloop, the open loop).
 
 The Dockerfile has one target per variant. The classic builder (what the Engine API
 runs without BuildKit) builds every stage before the target, so the context sent for a
@@ -45,11 +46,16 @@ DEFAULT_NEXT_BUILD_DIR = REPO_ROOT / "results" / "build" / "next"
 
 TASK_VARIANTS = ("go", "go-sidecar", "next", "next-sidecar")
 LOADGEN = "loadgen"
-VARIANTS = TASK_VARIANTS + (LOADGEN,)
+# The open-loop generator: an image of its own, so that it never changes the hey image
+# every closed-loop run depends on.
+LOADGEN_OPEN = "loadgen-open"
+LOADGEN_VARIANTS = (LOADGEN, LOADGEN_OPEN)
+VARIANTS = TASK_VARIANTS + LOADGEN_VARIANTS
 
 TASK_REPOSITORY = "sidecar-bench/task"
 LOADGEN_REPOSITORY = "sidecar-bench/loadgen"
 LOADGEN_TAG = "latest"
+LOADGEN_OPEN_REPOSITORY = "sidecar-bench/loadgen-open"
 
 LABEL_PREFIX = "org.sidecar-bench."
 LABEL_VARIANT = LABEL_PREFIX + "variant"
@@ -87,6 +93,8 @@ def image_tag(variant: str) -> str:
     _check_variant(variant)
     if variant == LOADGEN:
         return f"{LOADGEN_REPOSITORY}:{LOADGEN_TAG}"
+    if variant == LOADGEN_OPEN:
+        return f"{LOADGEN_OPEN_REPOSITORY}:{LOADGEN_TAG}"
     return f"{TASK_REPOSITORY}:{variant}"
 
 
@@ -121,12 +129,15 @@ def variant_inputs(variant: str, root: Path | None = None) -> list[Path]:
 
     Task variants: Dockerfile, entrypoint.sh, their app's sources (for next: the source
     files, not node_modules/.next) and, for ``-sidecar`` variants only, sidecar/sidecar.py.
-    The load generator: loadgen/Dockerfile.
+    The load generators: every file of their directory (loadgen/: the Dockerfile;
+    loadgen-open/: the Dockerfile and the generator's Go sources and tests).
     """
     _check_variant(variant)
     root = Path(root) if root is not None else TASK_IMAGE_DIR
     if variant == LOADGEN:
         files = [root / "loadgen" / "Dockerfile"]
+    elif variant == LOADGEN_OPEN:
+        files = _files_under(root / LOADGEN_OPEN) or [root / LOADGEN_OPEN / "Dockerfile"]
     else:
         files = [root / "Dockerfile", root / "entrypoint.sh", *_app_sources(root, _app_of(variant))]
         if _has_sidecar(variant):
@@ -157,7 +168,7 @@ def inputs_digest(variant: str, base_image: str, root: Path | None = None) -> st
     root = Path(root) if root is not None else TASK_IMAGE_DIR
     files = variant_inputs(variant, root)
     extra = [("variant", variant), ("base_image", base_image)]
-    if variant != LOADGEN:
+    if variant not in LOADGEN_VARIANTS:
         dockerfile = root / "Dockerfile"
         files = [f for f in files if f != dockerfile]
         extra.append(("Dockerfile", prune_dockerfile(dockerfile.read_text(), variant)))
@@ -407,9 +418,11 @@ def _task_context(variant: str, root: Path, next_standalone: Path | None):
     return ctx.finish()
 
 
-def _loadgen_context(root: Path):
+def _loadgen_context(variant: str, root: Path):
+    """A load generator's own directory is its context: exactly its inputs."""
     ctx = _Context()
-    ctx.add_path("Dockerfile", root / "loadgen" / "Dockerfile")
+    for path in variant_inputs(variant, root):
+        ctx.add_path(path.relative_to(root / variant).as_posix(), path)
     return ctx.finish()
 
 
@@ -509,8 +522,8 @@ def build_variant(
     labels = {LABEL_VARIANT: variant, LABEL_DIGEST: digest, LABEL_BASE: base_image}
     started = time.monotonic()
     log.info("building %s from %s (inputs %s)", tag, base_image, digest[:19])
-    if variant == LOADGEN:
-        context = _loadgen_context(root)
+    if variant in LOADGEN_VARIANTS:
+        context = _loadgen_context(variant, root)
     else:
         standalone = None
         if _app_of(variant) == "next":
@@ -523,7 +536,7 @@ def build_variant(
             tag,
             fileobj=context,
             custom_context=True,
-            target=None if variant == LOADGEN else variant,
+            target=None if variant in LOADGEN_VARIANTS else variant,
             buildargs={"BASE_IMAGE": base_image},
             labels=labels,
             pull=False,

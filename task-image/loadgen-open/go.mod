@@ -1,0 +1,3 @@
+module sidecar-bench/openloop
+
+go 1.19
