@@ -14,6 +14,13 @@ APPS = ("go", "next")
 ROLES = ("proxy", "agent", "log_router")
 MAX_SIDECARS = len(ROLES)
 BURNS = ("wall", "cpu")
+# --- load model (open loop: docs/open-loop.md) ---------------------------------------------
+# closed: hey's closed loop, the article's (the default; ids and params as before the axis).
+# open: requests at a fixed rate, a share of the setup's measured closed-loop capacity.
+LOAD_MODELS = ("closed", "open")
+ARRIVALS = ("poisson", "constant")
+DEFAULT_ARRIVALS = "poisson"
+# --- end load model ------------------------------------------------------------------------
 # The smallest CPU limit Docker accepts (docker run --cpus 0.01).
 MIN_VCPU = 0.01
 # The smallest memory limit, in MB (MiB, as docker run --memory 128m), that an experiment may
@@ -44,6 +51,10 @@ class Condition:
     memory_mb: int
     sidecar_count: int
     sidecar_load_pct: float
+    # Load model axis (open loop): defaults keep a closed condition's id and as_dict() unchanged.
+    load_model: str = "closed"
+    rate_share: float = 0.0  # open: the rate as a share of the setup's capacity; closed: 0
+    arrivals: str = DEFAULT_ARRIVALS  # open: poisson or constant; closed: unused
 
     def __post_init__(self) -> None:
         if self.app not in APPS:
@@ -57,9 +68,26 @@ class Condition:
             raise ConfigError(f"sidecar_count: {self.sidecar_count!r} is not a whole number from 0 to {MAX_SIDECARS}")
         if not 0 <= self.sidecar_load_pct <= 100:
             raise ConfigError(f"sidecar_load_pct: {self.sidecar_load_pct!r} is not within 0..100")
+        self._check_load_model()
         # Plain floats, so that 1 and 1.0 make one condition, one id and one repr.
         object.__setattr__(self, "vcpu", float(self.vcpu))
         object.__setattr__(self, "sidecar_load_pct", float(self.sidecar_load_pct))
+        object.__setattr__(self, "rate_share", float(self.rate_share))
+
+    def _check_load_model(self) -> None:
+        if self.load_model not in LOAD_MODELS:
+            raise ConfigError(f"load_model: {self.load_model!r} is not one of {', '.join(LOAD_MODELS)}")
+        if self.arrivals not in ARRIVALS:
+            raise ConfigError(f"arrivals: {self.arrivals!r} is not one of {', '.join(ARRIVALS)}")
+        if isinstance(self.rate_share, bool) or not isinstance(self.rate_share, (int, float)):
+            raise ConfigError(f"rate_share: {self.rate_share!r} is not a number")
+        if self.load_model == "open" and not 0 < self.rate_share <= 1:
+            # Above capacity the queue grows for the whole window: its latencies measure the window's length.
+            raise ConfigError(f"rate_share: {self.rate_share!r} is not within (0, 1] (a share of the setup's "
+                              "closed-loop capacity, e.g. 0.5)")
+        if self.load_model == "closed" and (self.rate_share != 0 or self.arrivals != DEFAULT_ARRIVALS):
+            raise ConfigError(f"rate_share: {self.rate_share!r} / arrivals: {self.arrivals!r} are set, but "
+                              "load_model is closed: they apply to load_model open only")
 
     @property
     def id(self) -> str:
@@ -67,8 +95,26 @@ class Condition:
         load_text = f"{int(load):02d}" if load == int(load) else _number_text(load)
         return (
             f"{self.app}_cpu{_number_text(self.vcpu)}_mem{self.memory_mb}"
-            f"_sc{self.sidecar_count}_load{load_text}"
+            f"_sc{self.sidecar_count}_load{load_text}{self.load_model_suffix}"
         )
+
+    @property
+    def load_model_suffix(self) -> str:
+        """'' (closed), '_open50' (Poisson arrivals at 50 % of capacity), '_open50c' (constant arrivals)."""
+        if self.load_model == "closed":
+            return ""
+        constant = "c" if self.arrivals == "constant" else ""
+        return f"_open{_number_text(round(self.rate_share * 100, 6))}{constant}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.load_model == "open"
+
+    @property
+    def capacity_condition(self) -> "Condition":
+        """The closed-loop condition whose throughput is this setup's capacity: same app, vCPU, memory and
+        sidecar count, sidecars idle (load 0)."""
+        return Condition(self.app, self.vcpu, self.memory_mb, self.sidecar_count, 0.0)
 
     @property
     def total_sidecar_load_pct(self) -> float:
@@ -84,11 +130,16 @@ class Condition:
         return ROLES[: self.sidecar_count]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, **asdict(self), "total_sidecar_load_pct": self.total_sidecar_load_pct}
+        data = {"id": self.id, **asdict(self), "total_sidecar_load_pct": self.total_sidecar_load_pct}
+        if not self.is_open:
+            # A closed condition's dict (a rerun trigger, through params) is what it was before the axis.
+            for key in OPEN_AXES:
+                del data[key]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Condition":
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 @dataclass(frozen=True)
@@ -126,6 +177,8 @@ class LoadSettings:
 
 
 AXES = ("app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct")
+# Optional axes of a set (load model; absent: closed).
+OPEN_AXES = ("load_model", "rate_share", "arrivals")
 
 
 def check_startable(condition: Condition, where: str = "") -> None:
@@ -149,14 +202,18 @@ def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
     missing = [axis for axis in AXES if axis not in axes]
     if missing:
         raise ConfigError(f"sets.{name}: missing axis {', '.join(missing)}")
-    unknown = sorted(set(axes) - set(AXES))
+    unknown = sorted(set(axes) - set(AXES) - set(OPEN_AXES))
     if unknown:
         raise ConfigError(f"sets.{name}: unknown axis {', '.join(unknown)}")
+    axes = _with_load_model_axes(name, axes)
     conditions: dict[str, Condition] = {}
-    for values in itertools.product(*(axes[axis] for axis in AXES)):
-        params = dict(zip(AXES, values))
+    for values in itertools.product(*(axes[axis] for axis in (*AXES, *OPEN_AXES))):
+        params = dict(zip((*AXES, *OPEN_AXES), values))
         if params["sidecar_count"] == 0:
             params["sidecar_load_pct"] = 0
+        if params["load_model"] == "closed":
+            # A closed loop has no rate: one closed condition, not one per share or arrival process.
+            params["rate_share"], params["arrivals"] = 0.0, DEFAULT_ARRIVALS
         try:
             condition = Condition(**params)
         except ConfigError as err:
@@ -164,6 +221,33 @@ def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
         check_startable(condition, f"sets.{name}.")
         conditions.setdefault(condition.id, condition)
     return list(conditions.values())
+
+
+def _with_load_model_axes(name: str, axes: Mapping[str, Iterable[Any]]) -> dict[str, list[Any]]:
+    """A set's axes with the load model's filled in (closed; no share), checked: a set that asks for open
+    names its rate_share, and one that is only closed names none."""
+    filled = {axis: list(values) for axis, values in axes.items() if values is not None}
+    filled.setdefault("load_model", ["closed"])
+    filled.setdefault("arrivals", [DEFAULT_ARRIVALS])
+    if "rate_share" not in filled:
+        if "open" in filled["load_model"]:
+            raise ConfigError(f"sets.{name}: load_model open needs rate_share (e.g. [0.5, 0.75]: shares of the "
+                              "setup's closed-loop capacity)")
+        filled["rate_share"] = [0.0]
+    elif "open" not in filled["load_model"]:
+        raise ConfigError(f"sets.{name}.rate_share: {filled['rate_share']!r} is set, but load_model is "
+                          f"{filled['load_model']!r}: rate_share applies to load_model open only")
+    return filled
+
+
+def with_capacity_conditions(conditions: Iterable[Condition]) -> list[Condition]:
+    """The conditions plus the closed-loop capacity condition of every open one (its rate's source)."""
+    chosen = {condition.id: condition for condition in conditions}
+    for condition in list(chosen.values()):
+        if condition.is_open:
+            capacity = condition.capacity_condition
+            chosen.setdefault(capacity.id, capacity)
+    return sorted(chosen.values())
 
 
 def expand_matrix(sets: Mapping[str, Mapping[str, Iterable[Any]]], names: Iterable[str]) -> list[Condition]:

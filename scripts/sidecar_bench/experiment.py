@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import yaml
 
-from .conditions import Condition, ConfigError, LoadSettings, expand_matrix
+from .conditions import Condition, ConfigError, LoadSettings, expand_matrix, with_capacity_conditions
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -112,6 +112,8 @@ def load_experiment(config: Mapping[str, Any], schema_path: Path = SCHEMA, sourc
     load = {**config["load"], **chosen.get("load", {})}
     try:
         conditions = expand_matrix(config["sets"], chosen["sets"])
+        # Open-loop conditions bring their rate's source: the setup's closed loop with idle sidecars.
+        conditions = with_capacity_conditions(conditions)
         load_settings = LoadSettings(**load)
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
