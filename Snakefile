@@ -16,6 +16,7 @@ include: "workflow/rules/image.smk"
 include: "workflow/rules/run.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/model.smk"
+include: "workflow/rules/openloop.smk"
 
 
 rule all:

@@ -16,7 +16,10 @@ main(
     load=load_experiment(snakemake.config).load.as_dict(),  # noqa: F821
     # Hosts come from the config, not params: adding a host must not rerun every condition.
     hosts=snakemake.config["hosts"],  # noqa: F821
-    image_refs={"task": snakemake.input.task_image, "loadgen": snakemake.input.loadgen_image},  # noqa: F821
+    image_refs={"task": snakemake.input.task_image, "loadgen": snakemake.input.loadgen_image,  # noqa: F821
+                # Open loop: the open-loop generator's image (empty for a closed run).
+                **({"loadgen_open": str(snakemake.input.open_loadgen_image)}  # noqa: F821
+                   if getattr(snakemake.input, "open_loadgen_image", None) else {})},  # noqa: F821
     out=snakemake.output.run,  # noqa: F821
     lock_dir=lock_dir(),
     # {"total", "run_files"} from the workflow's environment: as a param it would rerun every run when the
@@ -27,4 +30,6 @@ main(
     repeat=int(snakemake.wildcards.repeat),  # noqa: F821
     # Not a param: switching between stop and record must not rerun measured conditions.
     on_failure=on_failure_setting(snakemake.config),  # noqa: F821
+    # Open loop: the capacity file the rate came from, recorded in the run file (None for a closed run).
+    capacity_file=str(snakemake.input.capacity) if getattr(snakemake.input, "capacity", None) else None,  # noqa: F821
 )

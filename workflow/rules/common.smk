@@ -53,8 +53,9 @@ os.environ.update(
 
 wildcard_constraints:
     preset=re.escape(PRESET),
-    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+",
-    variant="go|go-sidecar|next|next-sidecar|loadgen",
+    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_open[0-9.]+c?)?",
+    setup="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+",
+    variant="go|go-sidecar|next|next-sidecar|loadgen|loadgen-open",
     repeat="[1-9][0-9]*",
 
 
@@ -64,7 +65,10 @@ def get_condition(wildcards):
             f"condition {wildcards.condition!r} is not in preset {PRESET!r}; "
             f"`snakemake -n` lists the matrix"
         )
-    return CONDITIONS[wildcards.condition].as_dict()
+    condition = CONDITIONS[wildcards.condition]
+    if condition.is_open:
+        return get_open_condition(condition)
+    return condition.as_dict()
 
 
 def get_task_image_ref(wildcards):
@@ -93,7 +97,7 @@ def get_repeat_priority(wildcards):
 
 
 def get_final_outputs():
-    return [
+    outputs = [
         f"results/{PRESET}/summary.parquet",
         f"results/{PRESET}/tables",
         f"results/{PRESET}/charts",
@@ -101,3 +105,60 @@ def get_final_outputs():
         f"results/{PRESET}/model/tables",
         f"results/{PRESET}/model/charts",
     ]
+    if has_open_conditions():
+        outputs.append(f"results/{PRESET}/openloop")
+    return outputs
+
+
+# --- load model (open loop: docs/open-loop.md) ---------------------------------------------
+# An open condition's rate is a share of its setup's capacity, read from the capacity file
+# of a checkpoint (rule compute_capacity). The rate is in the run's params, so only a
+# changed rate reruns an open run; the capacity file is an ancient() input: rewritten when
+# a closed run is added, it reruns nothing by its time alone.
+
+
+def capacity_file(preset, setup):
+    """results/<preset>/capacity/<capacity condition id>.json: that closed-loop condition's mean RPS."""
+    return f"results/{preset}/capacity/{setup}.json"
+
+
+def get_capacity_runs(wildcards):
+    """Every repetition of the capacity condition (the setup with idle sidecars)."""
+    return [
+        run_file(PRESET, wildcards.setup, repeat) for repeat in range(1, REPEATS + 1)
+    ]
+
+
+def _capacity_output(condition):
+    setup = condition.capacity_condition.id
+    return checkpoints.compute_capacity.get(preset=PRESET, setup=setup).output.capacity
+
+
+def get_capacity_input(wildcards):
+    """An open run's capacity file (ancient: its time is no rerun trigger); nothing for a closed run."""
+    condition = CONDITIONS[wildcards.condition]
+    if not condition.is_open:
+        return []
+    return ancient(_capacity_output(condition))
+
+
+def get_open_condition(condition):
+    """An open condition's params: its dict and its rate (round(rate_share x capacity) requests/s)."""
+    from sidecar_bench import capacity
+
+    record = capacity.read(_capacity_output(condition))
+    rate = capacity.rate_per_s(condition.rate_share, record["rps_mean"])
+    return {**condition.as_dict(), "rate_per_s": rate}
+
+
+def get_open_loadgen_image(wildcards):
+    """The open-loop generator's image for an open run; nothing for a closed run (its inputs stay as they were)."""
+    if CONDITIONS[wildcards.condition].is_open:
+        return "results/images/loadgen-open.json"
+    return []
+
+
+def has_open_conditions():
+    return any(condition.is_open for condition in CONDITIONS.values())
+
+# --- end load model -------------------------------------------------------------------------

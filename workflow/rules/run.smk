@@ -9,6 +9,9 @@ rule run_condition:
     input:
         task_image=get_task_image_ref,
         loadgen_image="results/images/loadgen.json",
+        # Open loop only (empty for a closed run): the generator's image and the rate's source.
+        open_loadgen_image=get_open_loadgen_image,
+        capacity=get_capacity_input,
     output:
         run="results/{preset}/runs/{condition}/rep{repeat}.parquet",
     log:
