@@ -25,8 +25,9 @@ import docker.errors
 from . import record
 from .conditions import LoadSettings
 from .hosts import HostError, host_lock
-from .runner import (CONDITION_LABEL, HEY_GRACE_S, PROJECT, PROJECT_LABEL, AppStopped, RunError, as_condition,
-                     as_load, check_host_capacity, engine_address, run_condition, signals_raise, utc_now)
+from .runner import (CONDITION_LABEL, HEY_GRACE_S, PROJECT, PROJECT_LABEL, AppStopped, OpenLoad, RunError,
+                     as_condition, as_load, check_host_capacity, engine_address, run_condition, signals_raise,
+                     utc_now)
 
 log = logging.getLogger("sidecar_bench.runner")
 
@@ -141,7 +142,8 @@ def _duration(seconds: float) -> str:
 
 def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapping[str, Any]],
          image_refs: Mapping[str, str], out: str, lock_dir: str, progress: Mapping[str, Any] | None = None,
-         image_settings: Mapping[str, Any] | None = None, repeat: int = 1, on_failure: str = "stop") -> Path:
+         image_settings: Mapping[str, Any] | None = None, repeat: int = 1, on_failure: str = "stop",
+         capacity_file: str | None = None) -> Path:
     """The run_condition Snakemake job (scripts/run_condition.py): lock an engine, measure, write `out`.
 
     condition: Condition.as_dict(); load: LoadSettings fields; hosts: [{"name", "url"}] (url None =
@@ -152,7 +154,9 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     image_settings: config.yaml's image section, for building on a host that lacks the images;
     repeat: the repetition index (1, 2, ...) of this run of the condition (the run file's "repeat");
     on_failure: "stop" (a process of the task that dies fails the job: RunError, no file) or "record"
-    (it writes a failure record at `out` instead and returns its path; see ON_FAILURE).
+    (it writes a failure record at `out` instead and returns its path; see ON_FAILURE);
+    open loop (condition load_model open): condition["rate_per_s"] is the rate, image_refs["loadgen_open"]
+    the generator's image, capacity_file the capacity record the rate came from (kept in the run file).
     """
     if on_failure not in ON_FAILURE:
         raise RunError(f"on_failure is {on_failure!r}, not one of {', '.join(ON_FAILURE)}")
@@ -181,11 +185,12 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
                     remove_stale_containers(client)
                     task_id = _image_on(client, host, task_ref, image_settings or {})
                     loadgen_id = _image_on(client, host, refs["loadgen"], image_settings or {})
+                    open_load = _open_load(cond, condition, client, host, refs, image_settings, capacity_file)
                     path = run_condition(client, cond, settings, task_id, loadgen_id, out, host["name"],
                                          {"image_inputs_digest_ref": task_ref.get("inputs_digest"),
                                           # The address as configured: the SDK hides ssh:// and the socket.
                                           "docker_host": host.get("url") or engine_address(client)},
-                                         repeat=repeat)
+                                         repeat=repeat, open_load=open_load)
                 except AppStopped as err:
                     reason = (str(err).splitlines() or [type(err).__name__])[0]
                     if on_failure != "record":
@@ -212,3 +217,24 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     print(progress_line("done", cond.id, host["name"], settings, progress, repeat) + f" ({wall:.0f} s)",
           file=terminal, flush=True)
     return path
+
+
+# --- load model (open loop) ---------------------------------------------------------------------
+def _open_load(cond: Any, condition: Mapping[str, Any], client: docker.DockerClient, host: Mapping[str, Any],
+               refs: Mapping[str, Any], image_settings: Mapping[str, Any] | None,
+               capacity_file: str | None) -> OpenLoad | None:
+    """An open condition's rate, generator image and capacity record; None for a closed one."""
+    if not cond.is_open:
+        return None
+    from . import capacity
+
+    if "loadgen_open" not in refs or condition.get("rate_per_s") is None:
+        raise RunError(f"{cond.id}: an open-loop condition needs rate_per_s and the loadgen-open image ref")
+    record = capacity.read(capacity_file) if capacity_file else None
+    rate = condition["rate_per_s"]
+    if record is not None and capacity.rate_per_s(cond.rate_share, record["rps_mean"]) != rate:
+        # The capacity file changed after the workflow planned this run: its params are stale.
+        raise RunError(f"{cond.id}: rate {rate} requests/s was planned from a capacity that {capacity_file} no "
+                       f"longer holds ({record['rps_mean']:.1f} RPS); run snakemake again")
+    image_id = _image_on(client, host, refs["loadgen_open"], image_settings or {})
+    return OpenLoad(rate, image_id, record)

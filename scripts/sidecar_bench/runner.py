@@ -69,7 +69,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from . import cgroup, environment, hey, record
+from . import cgroup, environment, hey, openloop, record
 from .conditions import Condition, LoadSettings
 
 log = logging.getLogger("sidecar_bench.runner")
@@ -180,6 +180,34 @@ CAP_ADD: tuple[str, ...] = ()
 SECURITY_OPT = ("no-new-privileges:true",)
 TASK_TMPFS = {"/run": "rw,nosuid,nodev,noexec,size=1m", "/tmp": "rw,nosuid,nodev,noexec,size=16m"}
 LOADGEN_TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=256m"}
+
+
+# --- load model (open loop: docs/open-loop.md) ---------------------------------------------
+# An open run keeps the hey container for readiness and the before/after reads, and sends its
+# load from a third container, the open-loop generator's (image loadgen-open), in the same
+# network namespace; its CPU counter is the generator's alone.
+OPEN_CSV = "/tmp/openloop.csv"
+OPEN_SUMMARY = "/tmp/openloop-summary.json"
+# Enough connections that the pool never makes the generator a closed loop at the rates here
+# (a 75 ms stall at 3,000 requests/s holds ~225); arrivals finding all busy are dropped, counted.
+OPEN_MAX_CONNS = 1000
+# Sent later than this after its intended time, a request counts as late (its lag is in its latency).
+OPEN_SLACK_S = 0.001
+# The warm-up's arrivals come from another seed than the window's (seed = repetition).
+OPEN_WARMUP_SEED = 1_000_000
+
+
+@dataclass(frozen=True)
+class OpenLoad:
+    """How an open condition is loaded: its rate (requests/s), the generator's image, and the capacity
+    record the rate was taken from (capacity.py), kept in the run file."""
+
+    rate_per_s: float
+    image: Any
+    capacity: Mapping[str, Any] | None = None
+
+
+# --- end load model ------------------------------------------------------------------------
 
 
 def hardening(tmpfs: Mapping[str, str]) -> dict[str, Any]:
@@ -413,7 +441,8 @@ class Measurement:
     """The containers of one run and the steps on them; remove() undoes everything start() did."""
 
     def __init__(self, client: docker.DockerClient, condition: Condition, load: LoadSettings,
-                 task_image: Any, loadgen_image: Any, run_id: str) -> None:
+                 task_image: Any, loadgen_image: Any, run_id: str, open_load: OpenLoad | None = None,
+                 repeat: int = 1) -> None:
         self.client = client
         self.condition = condition
         self.load = load
@@ -426,6 +455,11 @@ class Measurement:
         self.before: tuple[str, dict[str, int], int] | None = None
         # Set once the measured window's steps begin: a death from then on is a death inside the window.
         self.in_window = False
+        # Open loop: the rate and generator, its container, and the measured window's summary.
+        self.open_load = open_load
+        self.repeat = repeat
+        self.openloop: Any = None
+        self.open_summary: openloop.Summary | None = None
 
     def loadgen_deadline_s(self) -> int:
         """How long the load generator lives at most: readiness, warm-up and window, each with its grace."""
@@ -480,6 +514,59 @@ class Measurement:
                 raise self.start_error("exited before the load generator could join it") from err
             raise
         log.info("started load generator %s in the task's network namespace", self.loadgen.name)
+        if self.open_load is not None:
+            self.start_open_generator()
+
+    # --- load model (open loop) ---------------------------------------------------------------
+    def start_open_generator(self) -> None:
+        """The open-loop generator's container, idle (sleep) in the task's network namespace."""
+        self.openloop = self.client.containers.run(
+            self.open_load.image.id,
+            entrypoint=["sleep"],
+            command=[str(self.loadgen_deadline_s())],
+            detach=True,
+            name=container_name(self.condition, self.run_id, "openloop"),
+            labels=labels(self.condition, self.run_id, "openloop"),
+            network_mode=f"container:{self.task.id}",
+            **hardening(LOADGEN_TMPFS),
+        )
+        log.info("started open-loop generator %s in the task's network namespace", self.openloop.name)
+
+    def generate(self, duration_s: float, csv_path: str, warmup: bool = False) -> ExecResult:
+        """The load of a warm-up or of the measured window: hey's closed loop, or the open loop at the rate."""
+        if self.open_load is None:
+            return self.hey(duration_s, csv_path)
+        cond = self.condition
+        args = openloop.command(WORK_URL, self.open_load.rate_per_s, duration_s, arrivals=cond.arrivals,
+                                max_conns=OPEN_MAX_CONNS, slack_s=OPEN_SLACK_S,
+                                seed=self.repeat + (OPEN_WARMUP_SEED if warmup else 0), csv_path="-",
+                                summary_path="/dev/null" if warmup else OPEN_SUMMARY)
+        limit = f"{duration_s + HEY_GRACE_S:g}"
+        out = "/dev/null" if warmup else OPEN_CSV
+        return exec_in(self.client, self.openloop.id,
+                       ["sh", "-c", hey.TO_FILE_SCRIPT, "openloop-to-file", out, "timeout", "-s", "KILL", limit,
+                        *args])
+
+    def read_open_csv(self) -> str:
+        result = exec_in(self.client, self.openloop.id, ["cat", OPEN_CSV])
+        if result.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading the open-loop generator's CSV {OPEN_CSV} failed: "
+                           f"{result.stderr[:300]}")
+        return result.stdout
+
+    def read_open_summary(self, samples: Any) -> openloop.Summary:
+        """The window's generator summary, checked against its rows (one row per response)."""
+        result = exec_in(self.client, self.openloop.id, ["cat", OPEN_SUMMARY])
+        if result.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading the open-loop summary {OPEN_SUMMARY} failed: "
+                           f"{result.stderr[:300]}")
+        summary = openloop.parse_summary(result.stdout)
+        if summary.responses != len(samples):
+            raise openloop.OpenLoopError(f"open-loop summary counts {summary.responses} responses, its CSV has "
+                                         f"{len(samples)} rows")
+        return summary
+
+    # --- end load model -------------------------------------------------------------------------
 
     def start_error(self, what: str, phase: str = "start", detail: str = "",
                     died: Mapping[str, Any] | None = None, oom_killed: bool = False) -> AppStopped:
@@ -608,12 +695,17 @@ class Measurement:
         return (probe, *parse_netns_probe(netns))
 
     def after_window(self) -> tuple[dict[str, int], int, str]:
-        """The network namespace counters, then hey's CSV file -> (Tcp counters, served, CSV text)."""
-        result = self.loadgen_exec(["sh", "-c", AFTER_SCRIPT, "after", LOADGEN_CSV])
+        """The network namespace counters, then hey's CSV file -> (Tcp counters, served, CSV text).
+
+        Open loop: the CSV is the open-loop generator's, from its own container."""
+        csv_file = "/dev/null" if self.open_load is not None else LOADGEN_CSV
+        result = self.loadgen_exec(["sh", "-c", AFTER_SCRIPT, "after", csv_file])
         if result.exit_code != 0:
             raise RunError(f"{self.condition.id}: reading /stats, /proc/net/snmp and hey's CSV {LOADGEN_CSV} "
                            f"failed: {result.stderr[:300]}")
         netns, _, csv = result.stdout.partition("\n@@csv\n")
+        if self.open_load is not None:
+            csv = self.read_open_csv()
         return (*parse_netns_probe(netns), csv)
 
     def hey(self, duration_s: float, csv_path: str) -> ExecResult:
@@ -624,7 +716,7 @@ class Measurement:
 
     def remove(self) -> None:
         """Remove this run's containers, found by their run label too (covers a create that raced a signal)."""
-        found = {c.id: c for c in (self.loadgen, self.task) if c is not None}
+        found = {c.id: c for c in (self.openloop, self.loadgen, self.task) if c is not None}
         try:
             for container in self.client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
                 found.setdefault(container.id, container)
@@ -706,11 +798,13 @@ def run_condition(
     host_name: str = "local",
     extra_environment: Mapping[str, Any] | None = None,
     repeat: int = 1,
+    open_load: OpenLoad | None = None,
 ) -> Path:
     """Measure one condition on the engine behind client and write out_path (a run file).
 
     task_image / loadgen_image: an image id or tag, or a docker Image object.
     repeat: which repetition of the condition this run is (1, 2, ...), stored as meta["repeat"].
+    open_load: for an open-loop condition (load_model open), its rate and generator image (required).
     Raises RunError with what went wrong; Interrupted on SIGINT/SIGTERM. No
     container of this run survives the call, and out_path exists only if the
     run succeeded.
@@ -722,12 +816,19 @@ def run_condition(
     check_host_capacity(client.info(), condition, host_name, engine_address(client))
     task_image = _image(client, task_image, "task")
     loadgen_image = _image(client, loadgen_image, "load generator")
+    if condition.is_open:
+        if open_load is None:
+            raise RunError(f"{condition.id}: an open-loop condition needs its rate and the loadgen-open image")
+        open_load = OpenLoad(open_load.rate_per_s, _image(client, open_load.image, "open-loop generator"),
+                             open_load.capacity)
+    else:
+        open_load = None
     variant = (task_image.labels or {}).get("org.sidecar-bench.variant")
     if variant is not None and variant != condition.variant:
         raise RunError(f"{condition.id}: needs the {condition.variant!r} task image, got {variant!r} ({task_image.id})")
     run_id = uuid.uuid4().hex
     run_started = utc_now()
-    measurement = Measurement(client, condition, load, task_image, loadgen_image, run_id)
+    measurement = Measurement(client, condition, load, task_image, loadgen_image, run_id, open_load, repeat)
     saved_timeout = client.api.timeout
     # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
     client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s) + HEY_GRACE_S + 60)
@@ -739,7 +840,7 @@ def run_condition(
                 log.info("%s: app ready after %.1f s", condition.id, ready_s)
                 if load.warmup_s > 0:
                     log.info("warm-up: %g s of the same load, not recorded", load.warmup_s)
-                    measurement.hey(load.warmup_s, "/dev/null")
+                    measurement.generate(load.warmup_s, "/dev/null", warmup=True)
                     measurement.before_window()
                 measurement.in_window = True
                 meta_parts = _measure(measurement)
@@ -769,7 +870,7 @@ def run_condition(
         "format_version": record.FORMAT_VERSION,
         "repeat": repeat,
         "condition": condition.as_dict(),
-        "load": {**load.as_dict(), "url": WORK_URL},
+        "load": {**load.as_dict(), "url": WORK_URL, "load_model": condition.load_model},
         **parts,
         "environment": environment.describe(
             info, engine_address(client), task_image.attrs, loadgen_image.attrs, probe,
@@ -778,6 +879,9 @@ def run_condition(
              **(extra_environment or {})},
         ),
     }
+    if open_load is not None:
+        meta["open_loop"] = {**parts_open_loop(condition, open_load, measurement.open_summary),
+                             "image_id": open_load.image.id}
     path = record.write_run(out_path, samples, meta)
     log.info("%s rep %d: wrote %s (%d requests)", condition.id, repeat, path, len(samples))
     return path
@@ -810,7 +914,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     stats_before = None if snap_before.counters else m.docker_counters()
     start = utc_now()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        running = pool.submit(_timed, m.hey, load.duration_s, LOADGEN_CSV)
+        running = pool.submit(_timed, m.generate, load.duration_s, LOADGEN_CSV)
         # Returns early only if hey failed; then the run fails below anyway.
         wait([running], timeout=load.duration_s + LOAD_END_MARGIN_S)
         stats_after = None if snap_before.counters else m.docker_counters()
@@ -842,6 +946,8 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         samples = hey.parse_csv(csv_text)
         check = hey.check_samples(samples, load.duration_s, load.concurrency)
         loadgen_cpu_s = hey.parse_loadgen_usage(result.stdout)
+        if m.open_load is not None:
+            m.open_summary = m.read_open_summary(samples)
     except ValueError as err:
         raise RunError(f"{condition.id}: consistency check failed: {err}") from err
     if check.cap_reached:
@@ -849,9 +955,17 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                     condition.id, hey.MAX_ROWS)
     failed, evidence = count_failed(check.rows, served_before, served_after, tcp_before, tcp_after,
                                     cap_reached=check.cap_reached)
+    if m.open_summary is not None:
+        # The open-loop generator sees every request it sent fail: its own count is exact.
+        evidence["openloop_errors"] = m.open_summary.errors
+        failed = max(failed, m.open_summary.errors)
     if failed:
         log.warning("%s: %d failed requests (%s)", condition.id, failed, evidence)
-    if check.time_coverage < 0.9:
+    if m.open_summary is not None:
+        if m.open_summary.not_on_time_share > 0.01:
+            log.warning("%s: %.1f %% of the requests were not sent on time (late %d, dropped %d)", condition.id,
+                        100 * m.open_summary.not_on_time_share, m.open_summary.late, m.open_summary.dropped)
+    elif check.time_coverage < 0.9:
         # Workers run back to back, so response times should fill ~99 % of C x window.
         log.warning("%s: recorded response times cover only %.0f %% of concurrency x window: time went to "
                     "requests hey did not record, or hey itself was starved of CPU", condition.id,
@@ -890,7 +1004,9 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     host = cgroup.host_cpu_delta(snap_before, snap_after)
     parts = {
         "window": {"start": start, "end": end, "wall_s": round(hey_wall, 6), "load_s": round(check.span_s, 6),
-                   "hey_span_s": round(check.span_s, 6), "time_coverage": round(check.time_coverage, 4)},
+                   "hey_span_s": round(check.span_s, 6),
+                   # Closed loop only: an open loop's connections idle between arrivals by design.
+                   "time_coverage": None if m.open_summary is not None else round(check.time_coverage, 4)},
         "requests": {"rows": check.rows, "non_2xx": check.non_2xx, "failed": failed, "failed_source": FAILED_SOURCE,
                      "error_distribution": evidence, "served_delta": served_after - served_before,
                      "cap_reached": check.cap_reached},
@@ -911,3 +1027,21 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         "probe": probe,
     }
     return samples, parts
+
+
+# --- load model (open loop) ---------------------------------------------------------------------
+def parts_open_loop(condition: Condition, open_load: OpenLoad, summary: openloop.Summary | None) -> dict[str, Any]:
+    """The run file's open_loop section: the rate, where it came from, and the generator's summary."""
+    if summary is None:
+        raise RunError(f"{condition.id}: the open-loop generator's summary was not read")
+    return {
+        "load_model": condition.load_model,
+        "rate_per_s": open_load.rate_per_s,
+        "rate_share": condition.rate_share,
+        "arrivals": condition.arrivals,
+        "max_conns": OPEN_MAX_CONNS,
+        "slack_s": OPEN_SLACK_S,
+        "seed": summary.seed,
+        "capacity": dict(open_load.capacity) if open_load.capacity is not None else None,
+        "summary": summary.as_record(),
+    }
