@@ -21,7 +21,7 @@ def test_a_clean_run_has_no_flags():
 
 def test_every_code_has_a_mark_label_and_rule():
     assert set(FLAGS) == {"host_bound", "not_steady", "few_samples_p99", "few_samples_p99_9", "failed_requests",
-                          "cap_reached", "oom_or_restart", "noisy", "bimodal", "low_coverage", "run_failed"}
+                          "cap_reached", "oom_or_restart", "noisy", "bimodal", "low_coverage", "not_on_time", "run_failed"}
     marks = [f.mark for f in FLAGS.values()]
     assert len(set(marks)) == len(marks) and all(1 <= len(m) <= 2 for m in marks)
     assert "period" in FLAGS["bimodal"].rule and "tail shares" in FLAGS["bimodal"].rule

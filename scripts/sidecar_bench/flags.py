@@ -24,6 +24,7 @@ written before carry the retired code in their runs' flags: it is dropped.
 | noisy | ± | 95 % RPS interval wider than 50 % of RPS (the value could be a quarter off), or, unless bimodal, the 95 % P99 interval spans a whole CFS period or is wider than P99 itself |
 | bimodal | B | the runs' P99 fall on both sides of a boundary between whole CFS periods, (k + 1/2) x period for k = 1, 2, 3 (150, 250, 350 ms at 100 ms): some runs' slowest percent waited k periods, others' k + 1; compare such a cell by its tail shares, not its P99 |
 | low_coverage | L | time coverage (summed response time / (concurrency x span)) < 0.9 |
+| not_on_time | O | open loop: more than 1 % of the scheduled requests were not sent on time (late or dropped), or the generator sent less than 95 % of the set rate |
 | run_failed | F | a repetition failed (on_failure: record): a process of the task died; the condition pools only its measured repetitions, and with none its cells read "failed" |
 """
 
@@ -53,6 +54,10 @@ NOISY_P99_PERIODS = 1.0  # ... or as wide as a whole CFS period
 BIMODAL_PERIODS = (1, 2, 3)
 DEFAULT_PERIOD_MS = 100.0
 LOW_COVERAGE = 0.90  # hey's connections were busy less than 90 % of the window
+# Open loop: the generator fell behind its schedule (late or dropped) for more than 1 % of the
+# requests, or sent under 95 % of the set rate: the cell's latencies miss what it could not send.
+NOT_ON_TIME_SHARE = 0.01
+SENT_RATE_RATIO = 0.95
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,9 @@ FLAGS: dict[str, Flag] = {f.code: f for f in (
          f"{', '.join(str(k) for k in BIMODAL_PERIODS)}): compare the cell by its tail shares, not its P99"),
     Flag("low_coverage", "L", "load generator idle",
          f"time coverage (summed response time / (concurrency x span)) < {LOW_COVERAGE:g}"),
+    Flag("not_on_time", "O", "open loop behind schedule",
+         f"open loop: more than {NOT_ON_TIME_SHARE * 100:g} % of the scheduled requests not sent on time (late or "
+         f"dropped), or under {SENT_RATE_RATIO * 100:g} % of the set rate sent"),
     Flag("run_failed", "F", "failed repetition",
          "a repetition failed because a process of the task (the app or a sidecar) died, was killed or was "
          "OOM-killed (on_failure: record); the values pool only the measured repetitions, and a cell with none "
@@ -107,7 +115,9 @@ def host_bound(row: Mapping[str, Any]) -> bool:
     quota_pct = _f(row, "quota_cpu_pct")
     if math.isnan(quota_pct):
         quota_pct = _f(row, "vcpu") * 100.0
-    if (_f(row, "throttled_share") < HOST_BOUND_THROTTLED_SHARE
+    # An open loop below capacity leaves the quota unused by design: only the host's own limits count.
+    is_open = row.get("load_model") == "open"
+    if (not is_open and _f(row, "throttled_share") < HOST_BOUND_THROTTLED_SHARE
             and _f(row, "task_cpu_pct") < HOST_BOUND_QUOTA_USE * quota_pct):
         return True
     if _f(row, "host_busy_pct") >= HOST_BUSY_PCT:
@@ -150,7 +160,14 @@ def run_flags(row: Mapping[str, Any]) -> list[str]:
         found.add("oom_or_restart")
     if _f(row, "time_coverage") < LOW_COVERAGE:
         found.add("low_coverage")
+    if not_on_time(row):
+        found.add("not_on_time")
     return [code for code in CODES if code in found]
+
+
+def not_on_time(row: Mapping[str, Any]) -> bool:
+    """Open loop: the generator fell behind its schedule (NaN for a closed run compares False)."""
+    return _f(row, "not_on_time_share") > NOT_ON_TIME_SHARE or _f(row, "rate_ratio") < SENT_RATE_RATIO
 
 
 def failed_run_flags(row: Mapping[str, Any]) -> list[str]:

@@ -77,6 +77,16 @@ Definitions (the tables and charts keep to these):
   ones, `failure` joins their texts) and carries run_failed if any failed; with
   none measured every value is NaN and the tables read "failed".
 
+- Open loop (load_model open; docs/open-loop.md): latencies run from each request's
+  intended send time. Requests the generator dropped (never sent: every connection
+  busy) and failed requests count as slower than any threshold in the tail shares:
+  slow_<k>p_share = (successful slower than k periods + dropped + failed) /
+  (successful + dropped + failed). Percentiles stay over the successful responses,
+  and not_on_time_share ((late + dropped) / scheduled) stands beside them (flag
+  not_on_time above 1 %). rate_ratio = sent rate / set rate replaces time coverage,
+  which does not apply (time_coverage is empty). A closed run's open-loop columns
+  are empty and its load_model is closed.
+
 Breaking points are in breaking.py.
 """
 
@@ -281,6 +291,7 @@ def summarise_samples(samples: RunSamples) -> dict[str, Any]:
     }
     row.update(latency_stats(ok_times))
     row.update(slow_shares(ok_times, period_ms))
+    row.update(open_loop_columns(meta, ok_times, period_ms, failed))
     row.update(_thirds(samples.ok_offset_s, load_s))
     steady_times, steady_s = _steady(ok_times, samples.ok_offset_s, load_s)
     row["steady_rps"] = len(steady_times) / steady_s
@@ -362,6 +373,7 @@ def failed_run_row(path: str | Path, failure: dict[str, Any]) -> dict[str, Any]:
         "status": FAILED,
         "failure": failure_text(failure),
         "run_file": str(path),
+        "load_model": condition.get("load_model", "closed"),
     })
     for key in ENVIRONMENT_KEYS:
         row[f"env_{key}"] = None
@@ -378,6 +390,64 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
     return summarise_samples(read_samples(path))
 
 
+# --- load model (open loop) ---------------------------------------------------------------------
+# Last in both summaries, so that the columns before them keep their places; empty for closed runs.
+OPEN_TEXT_COLUMNS = ["load_model", "arrivals"]
+OPEN_MEAN_COLUMNS = ["rate_share", "rate_per_s", "sent_rate_per_s", "rate_ratio", "not_on_time_share",
+                     "capacity_rps"]
+OPEN_SUM_COLUMNS = ["late", "dropped"]
+OPEN_COLUMNS = OPEN_TEXT_COLUMNS + OPEN_MEAN_COLUMNS + OPEN_SUM_COLUMNS
+
+
+def open_loop_columns(meta: dict[str, Any], ok_times: np.ndarray, period_ms: float, failed: int) -> dict[str, Any]:
+    """A run's open-loop columns, and for an open run its tail shares with dropped and failed requests counted
+    as slower than any threshold (they replace slow_shares' values)."""
+    section = meta.get("open_loop")
+    load_model = (meta.get("condition") or {}).get("load_model") or (meta.get("load") or {}).get("load_model")
+    if not section:
+        return {"load_model": load_model or "closed", "arrivals": None,
+                **{c: math.nan for c in OPEN_MEAN_COLUMNS + OPEN_SUM_COLUMNS}}
+    summary = section.get("summary") or {}
+    scheduled = _num(summary.get("scheduled"))
+    late, dropped = _num(summary.get("late")), _num(summary.get("dropped"))
+    rate = _num(section.get("rate_per_s"))
+    out = {
+        "load_model": load_model or "open",
+        "arrivals": section.get("arrivals"),
+        "rate_share": _num(section.get("rate_share")),
+        "rate_per_s": rate,
+        "sent_rate_per_s": _num(summary.get("sent_rate_per_s")),
+        "rate_ratio": _ratio(summary.get("sent_rate_per_s"), rate),
+        "not_on_time_share": _ratio(late + dropped, scheduled),
+        "capacity_rps": _num((section.get("capacity") or {}).get("rps_mean")),
+        "late": late,
+        "dropped": dropped,
+    }
+    never_answered = (0 if math.isnan(dropped) else dropped) + failed
+    rt = np.asarray(ok_times, dtype="float64")
+    total = len(rt) + never_answered
+    for k in SLOW_PERIODS:
+        slow = float((rt > k * period_ms / 1000.0).sum()) + never_answered
+        out[f"slow_{k}p_share"] = slow / total if total else math.nan
+    return out
+
+
+def _open_loop_condition(text: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A condition's open-loop columns from its measured runs' (text arrays): means, sums, the load model."""
+    row: dict[str, Any] = {c: _distinct(text[c]) for c in OPEN_TEXT_COLUMNS}
+    if row["load_model"] is None:
+        row["load_model"] = "closed"
+    for column in OPEN_MEAN_COLUMNS + OPEN_SUM_COLUMNS:
+        values = pd.to_numeric(pd.Series(text[column], dtype=object), errors="coerce").to_numpy(dtype="float64")
+        values = values[np.isfinite(values)]
+        if column in OPEN_SUM_COLUMNS:
+            row[column] = float(values.sum()) if len(values) else math.nan
+        else:
+            row[column] = float(values.mean()) if len(values) else math.nan
+    return row
+
+
+# --- end load model ---------------------------------------------------------------------------
 SORT_KEYS = ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct"]
 IDENTITY_COLUMNS = ["condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct",
                     "total_sidecar_load_pct", "duration_s", "concurrency", "warmup_s"]
@@ -400,6 +470,7 @@ SUMMARY_COLUMNS = (  # per run (runs_summary)
     + ["host_cpus", "time_coverage", "cap_reached", "oom_killed", "restart_count", "exit_code", "peak_memory_mb",
        "window_start"]
     + ENV_COLUMNS + ["status", "failure", "flags", "run_file"]
+    + OPEN_COLUMNS
 )
 INTERVAL_METRICS = metric_names(PERCENTILES, SLOW_PERIODS)
 CONDITION_COLUMNS = (  # per condition (summary)
@@ -412,6 +483,7 @@ CONDITION_COLUMNS = (  # per condition (summary)
     + COUNT_COLUMNS + ["error_rate", "cgroup_source"] + CPU_COLUMNS
     + ["time_coverage", "cap_reached", "oom_killed", "restart_count", "peak_memory_mb"]
     + ENV_COLUMNS + ["failure", "flags"] + [f"flag_{code}" for code in flagmod.CODES]
+    + OPEN_COLUMNS
 )
 
 
@@ -516,7 +588,7 @@ MEAN_COLUMNS = ("wall_s", "load_s", "cgroup_wall_s", "first_third_rps", "last_th
 NUMERIC_COLUMNS = tuple(dict.fromkeys((*INTERVAL_METRICS, *MEAN_COLUMNS, *COUNT_COLUMNS, "max_ms", "mean_ms",
                                        "restart_count", "peak_memory_mb", "repeat")))
 TEXT_COLUMNS = tuple(dict.fromkeys((*IDENTITY_COLUMNS, "status", "failure", "flags", "run_file", "cgroup_source",
-                                    "cap_reached", "oom_killed", *ENV_COLUMNS)))
+                                    "cap_reached", "oom_killed", *ENV_COLUMNS, *OPEN_COLUMNS)))
 
 
 def _columns(runs: pd.DataFrame) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -590,6 +662,7 @@ def _summarise(text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int,
     row["restart_count"] = float(np.nansum(col["restart_count"]))
     peak = col["peak_memory_mb"]
     row["peak_memory_mb"] = float(np.nanmax(peak)) if np.isfinite(peak).any() else math.nan
+    row.update(_open_loop_condition(text))
     codes = flagmod.condition_flags(_codes([*text["flags"], *failed["flags"]]), row, run_p99_ms=col["p99_ms"])
     row["flags"] = flagmod.join(codes)
     for code in flagmod.CODES:
