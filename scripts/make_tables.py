@@ -4,12 +4,14 @@ import sys
 
 import pandas as pd
 
+from sidecar_bench.openloop_report import closed_loop
 from sidecar_bench.reference import load_reference
 from sidecar_bench.tables import write_tables
 
 
 def main(summary, reference, out_dir):
-    written = write_tables(pd.read_parquet(summary), load_reference(reference), out_dir)
+    # The article's tables are closed-loop tables: open-loop cells go to compare_open_closed.
+    written = write_tables(closed_loop(pd.read_parquet(summary)), load_reference(reference), out_dir)
     print(f"make_tables: wrote {len(written)} files to {out_dir}", file=sys.stderr)
     return written
 

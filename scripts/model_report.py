@@ -28,6 +28,7 @@ import pandas as pd
 from sidecar_bench import forward as fwd
 from sidecar_bench import model as modelmod
 from sidecar_bench import model_tables, tables
+from sidecar_bench.openloop_report import closed_loop
 from sidecar_bench.model_charts import write_model_charts
 from sidecar_bench.reference import load_reference
 
@@ -35,7 +36,9 @@ from sidecar_bench.reference import load_reference
 def read_frame(path):
     """A summary from .parquet (the workflow) or .csv (a published set)."""
     path = Path(path)
-    return pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    # The model is of the closed loop's throughput: open-loop cells run at a set rate.
+    return closed_loop(frame)
 
 
 def main(summary, runs_summary, calibration, reference, tables_dir, charts_dir, sidecar_burn=None,

@@ -6,11 +6,13 @@ import sys
 import pandas as pd
 
 from sidecar_bench.charts import write_charts
+from sidecar_bench.openloop_report import closed_loop
 from sidecar_bench.reference import load_reference
 
 
 def main(summary, reference, runs, out_dir):
-    written = write_charts(pd.read_parquet(summary), load_reference(reference), list(runs), out_dir)
+    # The article's charts are closed-loop charts: open-loop cells go to compare_open_closed.
+    written = write_charts(closed_loop(pd.read_parquet(summary)), load_reference(reference), list(runs), out_dir)
     print(f"plot_charts: wrote {len(written)} files to {out_dir}", file=sys.stderr)
     return written
 

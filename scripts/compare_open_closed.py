@@ -1,0 +1,18 @@
+"""Snakemake script: summary -> results/<preset>/openloop/ (open-loop cells beside closed-loop ones)."""
+
+import sys
+
+import pandas as pd
+
+from sidecar_bench.openloop_report import write
+
+
+def main(summary, out_dir, formats=("html", "png")):
+    written = write(pd.read_parquet(summary), out_dir, formats)
+    print(f"compare_open_closed: wrote {len(written)} files to {out_dir}", file=sys.stderr)
+    return written
+
+
+if __name__ == "__main__" and "snakemake" in globals():
+    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
+    main(snakemake.input.summary, snakemake.output.tables)  # noqa: F821
