@@ -64,6 +64,11 @@ def comparison(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _sidecars(count: Any) -> str:
+    count = int(count)
+    return f"{count} sidecar" + ("" if count == 1 else "s")
+
+
 def _interval(value: float, lo: float, hi: float, digits: int, scale: float = 1.0) -> str:
     if value is None or not math.isfinite(value):
         return "–"
@@ -82,7 +87,7 @@ def markdown(table: pd.DataFrame) -> str:
     header += ["P99 open / closed"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, r in table.iterrows():
-        cells = [f"{r['app']} {r['vcpu']:g} vCPU, {int(r['sidecar_count'])} sidecars",
+        cells = [f"{r['app']} {r['vcpu']:g} vCPU, {_sidecars(r['sidecar_count'])}",
                  f"{r['total_sidecar_load_pct']:g}",
                  f"{r['rate_per_s']:.0f}/s ({r['rate_share'] * 100:g} % of {r['capacity_rps']:.0f})",
                  _interval(r["not_on_time_share"], math.nan, math.nan, 2, 100)
@@ -106,7 +111,7 @@ def chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
     frame = summary.copy()
     frame["loop"] = [("closed loop" if not o else f"open {s * 100:g} %")
                      for o, s in zip(is_open(frame), frame.get("rate_share", pd.Series(math.nan, index=frame.index)))]
-    frame["setup"] = [f"{a} {v:g} vCPU, {int(n)} sidecars" for a, v, n in
+    frame["setup"] = [f"{a} {v:g} vCPU, {_sidecars(n)}" for a, v, n in
                       zip(frame["app"], frame["vcpu"], frame["sidecar_count"])]
     open_setups = set(frame.loc[is_open(frame), "setup"])
     frame = frame[frame["setup"].isin(open_setups)]
