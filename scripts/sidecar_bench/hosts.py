@@ -217,8 +217,9 @@ except ImportError:  # pragma: no cover
 
 
 def _take_lease(host: Mapping[str, Any], timeout: float, describe: str, max_hold_s: float) -> lease.Lease | None:
-    """The engine's lease, through a client (a connection) of its own: its attach stays open for the
-    whole job, and over ssh:// it must not take one of the job's own sessions."""
+    """The engine's lease, through a client of its own: its attach holds an HTTP connection for the whole
+    job, outside the job's own pool (over ssh:// a channel of the process's one SSH connection, which
+    closes with the process, and with it the lease)."""
     client = client_for(host, timeout)
     try:
         held = lease.try_acquire(client, describe, max_hold_s)
