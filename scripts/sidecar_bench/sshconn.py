@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 import urllib.parse
@@ -42,6 +43,8 @@ log = logging.getLogger("sidecar_bench.hosts")
 
 # Read by OpenSSH beside ~/.ssh/known_hosts (the SDK's transport ignores it).
 SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+# How long opening the TCP connection to the SSH server may take.
+CONNECT_TIMEOUT_S = 30.0
 # How long the remote docker CLI may take to say which engine it talks to.
 PROBE_TIMEOUT_S = 30.0
 _PROBE = "docker context inspect --format '{{.Endpoints.docker.Host}}'"
@@ -64,6 +67,8 @@ class Connection:
         self.ssh, params = _paramiko_client(url)
         self.label = _known_hosts_name(params)
         try:
+            if "sock" not in params:  # no ProxyCommand: our own TCP socket, without Nagle's delay
+                params["sock"] = _tcp_socket(params["hostname"], params.get("port") or 22)
             self.ssh.connect(**params)
         except paramiko.BadHostKeyException as err:
             self.ssh.close()
@@ -251,6 +256,15 @@ def _paramiko_client(url: str) -> tuple[paramiko.SSHClient, dict[str, Any]]:
             ssh.load_host_keys(path)
     ssh.set_missing_host_key_policy(paramiko.RejectPolicy())
     return ssh, params
+
+
+def _tcp_socket(hostname: str, port: int) -> socket.socket:
+    """A TCP connection with TCP_NODELAY: every API call is a few small SSH packets each way, and with
+    Nagle's algorithm against the peer's delayed ACK each waited ~40 ms (an exec took 0.16 s instead
+    of 0.07 s over loopback)."""
+    sock = socket.create_connection((hostname, port), timeout=CONNECT_TIMEOUT_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 def _known_hosts_name(params: dict[str, Any]) -> str:
