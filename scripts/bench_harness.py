@@ -23,8 +23,8 @@ and window), plus the gap between two processes. Each run's time is split by pha
     lock wait       waiting for another holder of the engine (not counted in the total)
 
 It prints one JSON object: per run the harness time, its phases, how many SSH connections
-and channels and API requests it made; then the median per run, the median of each phase and
-the slowest phase.
+and channels (sessions: a remote command each) and API requests it made; then the median per
+run, the median of each phase and the slowest phase.
 
     .venv/bin/python scripts/bench_harness.py                        # local engine, 3 x 2 runs
     .venv/bin/python scripts/bench_harness.py --host ssh://root@127.0.0.1:2222 --reps 5
@@ -127,7 +127,10 @@ def instrument(recorder: Recorder) -> None:
         import paramiko
 
         wrap(paramiko.SSHClient, "connect", "ssh connect", "ssh_connections")
-        wrap(paramiko.Transport, "open_session", "ssh channel", "ssh_channels")
+        wrap(paramiko.Transport, "open_session", "ssh channel", "ssh_sessions")
+        from sidecar_bench import sshconn
+
+        wrap(sshconn, "open_socket_channel", "ssh channel", "ssh_socket_channels")
     except ImportError:  # pragma: no cover - no ssh support installed
         pass
 
@@ -191,7 +194,9 @@ def breakdown(timings: dict[str, Any], spawned: float, exited: float, load_s: fl
              for phase in ("ssh connect", "ssh channel")}
     return {"harness_s": round(total, 3), "lock_wait_s": round(wait, 3),
             "phases_s": {name: round(value, 3) for name, value in phases.items()},
-            "ssh_connections": counts.get("ssh_connections", 0), "ssh_channels": counts.get("ssh_channels", 0),
+            "ssh_connections": counts.get("ssh_connections", 0),
+            "ssh_channels": counts.get("ssh_sessions", 0) + counts.get("ssh_socket_channels", 0),
+            "ssh_sessions": counts.get("ssh_sessions", 0),
             "api_requests": counts.get("api_requests", 0), "clients": counts.get("clients", 0),
             "ssh_connect_s": spent["ssh connect"], "ssh_channel_s": spent["ssh channel"],
             "process_start_s": round(timings["started"] - spawned, 3)}
@@ -264,7 +269,8 @@ def measure(url: str | None, reps: int, sidecars: list[int], duration_s: float, 
                        **breakdown(timings, spawned, exited, duration_s + warmup_s)}
                 runs.append(run)
                 say(f"run {number}: harness {run['harness_s']:.2f} s (lock wait {run['lock_wait_s']:.1f} s, "
-                    f"{run['ssh_connections']} ssh connections, {run['ssh_channels']} channels)")
+                    f"{run['ssh_connections']} ssh connections, {run['ssh_channels']} channels of which "
+                    f"{run['ssh_sessions']} sessions)")
     phase_medians = {name: round(statistics.median(r["phases_s"][name] for r in runs), 3) for name in PHASES}
     slowest = max(phase_medians, key=phase_medians.__getitem__)
     return {"engine": url or "local socket", "runs": len(runs), "duration_s": duration_s, "warmup_s": warmup_s,
@@ -273,6 +279,7 @@ def measure(url: str | None, reps: int, sidecars: list[int], duration_s: float, 
             "phases_median_s": phase_medians, "slowest_phase": slowest,
             "ssh_connections_median": statistics.median(r["ssh_connections"] for r in runs),
             "ssh_channels_median": statistics.median(r["ssh_channels"] for r in runs),
+            "ssh_sessions_median": statistics.median(r["ssh_sessions"] for r in runs),
             "api_requests_median": statistics.median(r["api_requests"] for r in runs),
             "lock_wait_s": summary([r["lock_wait_s"] for r in runs]), "samples": runs}
 
