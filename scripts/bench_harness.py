@@ -170,15 +170,19 @@ def breakdown(timings: dict[str, Any], spawned: float, exited: float, load_s: fl
     entered, returned = timings["entered"], timings["returned"]
     # Waiting for another holder: from the first refused attempt to the attempt that succeeded.
     refused = [start for phase, start, _, ok in events if (phase == "flock" and not ok) or (phase == "lease" and not ok)]
-    wait = 0.0
+    waited = (0.0, 0.0)
     if refused:
         taken = [start for phase, start, _, ok in events if phase == "lease" and ok and start > min(refused)]
-        wait = (taken[0] if taken else returned) - min(refused)
+        waited = (min(refused), taken[0] if taken else returned)
+    wait = waited[1] - waited[0]
     timed = [(phase, start, end) for phase, start, end, _ in events if phase in PRIORITY]
-    points = sorted({entered, returned, *[t for _, s, e in timed for t in (s, e) if entered <= t <= returned]})
+    points = sorted({entered, returned, *[t for _, s, e in timed for t in (s, e) if entered <= t <= returned],
+                     *[t for t in waited if entered <= t <= returned]})
     phases = dict.fromkeys(PHASES, 0.0)
     for left, right in itertools.pairwise(points):
         middle = (left + right) / 2
+        if waited[0] <= middle < waited[1]:
+            continue  # waiting for the engine, refused attempts included: not the harness's time
         active = {phase for phase, start, end in timed if start <= middle < end}
         phase = next((p for p in PRIORITY if p in active), "other")
         phases["loadgen" if phase == "load" else phase] += right - left
@@ -186,8 +190,6 @@ def breakdown(timings: dict[str, Any], spawned: float, exited: float, load_s: fl
     phases["loadgen"] -= load_s
     phases["start+imports"] = entered - spawned
     phases["exit"] = exited - returned
-    if wait:
-        phases["other"] -= wait  # the wait lies between the lease attempts, outside every timed step
     total = exited - spawned - load_s - wait
     counts = timings.get("counts", {})
     spent = {phase: round(sum(end - start for p, start, end, _ in events if p == phase), 3)
