@@ -34,6 +34,14 @@ not part of it: it is the same for every engine address. The images must exist o
 (rule build_image, or the runner tests, build them), or --build makes them. Other processes on
 the machine (a test suite, a build) change the figures: measure on an idle machine, alternate
 the addresses, repeat, and take the medians.
+
+Measured on the development machine (2 cores, Docker 20.10, cgroup v1, other developers' tests
+running), 6 runs each, the two addresses reaching the same engine (ssh:// through an sshd on
+loopback), two sittings in a row: the local socket 2.12 and 2.06 s per run; ssh:// before one
+shared connection 7.20 and 6.87 s (2 SSH log-ins and 45 sessions running docker system
+dial-stdio per run), after it 2.38 and 2.33 s against the local socket's 2.17 and 1.86 s
+(1 log-in, 1 remote command, 13 socket channels). The slowest phase is the process start and
+its imports (0.4-0.6 s) for both.
 """
 
 from __future__ import annotations
