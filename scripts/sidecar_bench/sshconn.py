@@ -5,15 +5,16 @@ client, and a new connection pool, hence a new SSH session running `docker syste
 dial-stdio` on the engine's machine, for every distinct API path: a run job paid about
 45 sessions (a process start each) and two SSH log-ins. Here:
 
-- one paramiko connection per process and address, opened with the SDK's own reading of
-  the user's SSH set-up (~/.ssh/config: HostName, Port, User, IdentityFile, ProxyCommand,
-  and UserKnownHostsFile; the agent and the default keys; ~/.ssh/known_hosts and
-  /etc/ssh/ssh_known_hosts; unknown or mismatched host keys refused, naming the host); it closes when the last client using it is closed, and with the
-  process in any case (which is what ends the engine's lease after a kill);
+- one paramiko connection per process and address (TCP_NODELAY), opened with the SDK's own
+  reading of the user's SSH set-up (~/.ssh/config: HostName, Port, User, IdentityFile,
+  ProxyCommand, and UserKnownHostsFile; the agent and the default keys; ~/.ssh/known_hosts
+  and /etc/ssh/ssh_known_hosts; unknown or mismatched host keys refused, naming the host);
+  it closes when the last client using it is closed, and with the process in any case
+  (which is what ends the engine's lease after a kill);
 - one HTTP connection pool per client for every path, so keep-alive works as on the local
   socket;
 - each HTTP connection is a channel to the engine's socket on that machine (what `ssh -L
-  local.sock:/var/run/docker.sock` opens), found once per connection by asking the remote
+  local.sock:/var/run/docker.sock` opens), found once per SSH connection by asking the remote
   docker CLI which engine it talks to (`docker context inspect`, which honours the remote
   DOCKER_HOST and context, as dial-stdio does); where that is not a unix socket or the
   server refuses socket forwarding (AllowStreamLocalForwarding no, a `restrict` key), every
@@ -84,6 +85,11 @@ class Connection:
                 raise HostKeyError(
                     f"{url}: {self.label} is not in known_hosts, so its host key cannot be checked: connect once "
                     f"with ssh ({_ssh_command(params)}), check the key it shows and accept it") from None
+            raise
+        except BaseException:
+            self.ssh.close()
+            if isinstance(params.get("sock"), socket.socket):
+                params["sock"].close()
             raise
         self._probe()
 
