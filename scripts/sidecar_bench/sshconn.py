@@ -23,6 +23,8 @@ dial-stdio` on the engine's machine, for every distinct API path: a run job paid
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
 import socket
@@ -75,8 +77,7 @@ class Connection:
             self.ssh.close()
             raise HostKeyError(
                 f"{url}: the host key of {self.label} does not match known_hosts: it shows "
-                f"{err.key.get_name()} {err.key.fingerprint}, known_hosts has {err.expected_key.get_name()} "
-                f"{err.expected_key.fingerprint}. The machine was reinstalled or someone is in between: check its "
+                f"{_fingerprint(err.key)}, known_hosts has {_fingerprint(err.expected_key)}. The machine was reinstalled or someone is in between: check its "
                 f"key out of band, then replace the entry (ssh-keygen -R '{self.label}') and connect once with ssh"
             ) from None
         except paramiko.SSHException as err:
@@ -271,6 +272,12 @@ def _tcp_socket(hostname: str, port: int) -> socket.socket:
     sock = socket.create_connection((hostname, port), timeout=CONNECT_TIMEOUT_S)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
+
+
+def _fingerprint(key: paramiko.PKey) -> str:
+    """`ssh-ed25519 SHA256:...`, as ssh shows a key (PKey.fingerprint is only in paramiko >= 3.2)."""
+    digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+    return f"{key.get_name()} SHA256:{digest}"
 
 
 def _known_hosts_name(params: dict[str, Any]) -> str:
