@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 
-import pandas as pd
 import pytest
 import yaml
 
@@ -75,7 +75,8 @@ def test_open_conditions_are_named_by_share_and_arrivals_and_bring_their_capacit
     (dict(rate_share=[0.5]), r"sets\.quick\.rate_share: \[0\.5\] is set, but load_model is \['closed'\]"),
 ])
 def test_bad_load_model_values_are_refused_naming_the_key_and_the_value(axes, message):
-    assert __import__("re").search(message, refused(config_with_set(**axes))), refused(config_with_set(**axes))
+    text = refused(config_with_set(**axes))
+    assert re.search(message, text), text
 
 
 def test_the_condition_itself_refuses_a_share_outside_0_1():
