@@ -158,9 +158,9 @@ def test_answers_past_heys_row_cap_are_not_failures():
     assert runner.count_failed(rows, 0, rows + 5000, clean, clean, cap_reached=False)[0] == 5000
 
 
-def limits(quota=25000, period=100000, memory=2048 * 2**20):
+def limits(quota=25000, period=100000, memory=2048 * 2**20, swap=0):
     return runner.cgroup.Limits(cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory,
-                                swap_limit_bytes=0)
+                                swap_limit_bytes=swap)
 
 
 def test_limits_read_back_must_be_the_conditions():
@@ -175,8 +175,64 @@ def test_limits_read_back_must_be_the_conditions():
     with pytest.raises(runner.RunError, match=r"expected a memory limit of 2048 MiB \(2147483648 bytes\), the task's "
                                               r"cgroup has 536870912 bytes"):
         runner.check_limits(condition, limits(memory=512 * 2**20), nr_periods=30)
+    with pytest.raises(runner.RunError, match=r"the task's cgroup has no memory limit$"):
+        runner.check_limits(condition, limits(memory=-1), nr_periods=30)
     with pytest.raises(runner.RunError, match="nr_periods did not increase"):
         runner.check_limits(condition, limits(), nr_periods=0)
+    # One period counted is enough.
+    runner.check_limits(condition, limits(), nr_periods=1)
+
+
+def test_a_run_fails_unless_its_cgroup_allows_no_swap():
+    # README: "the memory limit is the condition's, with no swap".
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    runner.check_limits(condition, limits(swap=0), nr_periods=30)
+    prefix = r"go_cpu0.25_mem2048_sc0_load00: expected no swap \(memory \+ swap limited to the memory limit, " \
+             r"2147483648 bytes\), the task's cgroup "
+    # The smallest swap there is: one page.
+    with pytest.raises(runner.RunError, match=prefix + r"allows 4096 bytes \(0.00390625 MiB\) of swap"):
+        runner.check_limits(condition, limits(swap=4096), nr_periods=30)
+    with pytest.raises(runner.RunError, match=prefix + r"allows 1073741824 bytes \(1024 MiB\) of swap"):
+        runner.check_limits(condition, limits(swap=2**30), nr_periods=30)
+    with pytest.raises(runner.RunError, match=prefix + r"allows unlimited swap .*No swap limit support"):
+        runner.check_limits(condition, limits(swap=-1), nr_periods=30)
+    with pytest.raises(runner.RunError, match=prefix + r"does not account swap .*swapaccount=1"):
+        runner.check_limits(condition, limits(swap=None), nr_periods=30)
+
+
+def test_swap_is_checked_from_the_files_a_task_reads_on_either_hierarchy():
+    condition = Condition("go", 0.25, 512, 0, 0)
+    v1 = {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "25000\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+          "/sys/fs/cgroup/memory/memory.limit_in_bytes": f"{512 * 2**20}\n"}
+    v2 = {"/sys/fs/cgroup/cpu.max": "25000 100000\n", "/sys/fs/cgroup/memory.max": f"{512 * 2**20}\n"}
+    # docker run --memory 512m --memory-swap 512m, as the runner starts the task.
+    for files in ({**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": f"{512 * 2**20}\n"},
+                  {**v2, "/sys/fs/cgroup/memory.swap.max": "0\n"}):
+        runner.check_limits(condition, runner.cgroup.parse_limits(files), nr_periods=30)
+    # --memory-swap 1g: 512 MiB of swap; --memory-swap -1: unlimited; kernel without swap accounting: no file.
+    refused = {
+        "allows 536870912 bytes": ({**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": f"{2**30}\n"},
+                                   {**v2, "/sys/fs/cgroup/memory.swap.max": f"{512 * 2**20}\n"}),
+        "allows unlimited swap": ({**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": "9223372036854771712\n"},
+                                  {**v2, "/sys/fs/cgroup/memory.swap.max": "max\n"}),
+        "does not account swap": (v1, v2),
+    }
+    for message, cases in refused.items():
+        for files in cases:
+            with pytest.raises(runner.RunError, match=message):
+                runner.check_limits(condition, runner.cgroup.parse_limits(files), nr_periods=30)
+
+
+def test_swap_from_the_engine_when_no_cgroup_file_is_readable():
+    mib = 2**20
+    # Docker's MemorySwap is memory + swap: equal to Memory is no swap; -1 unlimited (also stored when the kernel
+    # cannot limit swap); a memory limit without --memory-swap is stored as twice the memory.
+    for memory_swap, swap in ((512 * mib, 0), (512 * mib + 4096, 4096), (-1, -1), (0, 512 * mib)):
+        applied = runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "Memory": 512 * mib,
+                                                         "MemorySwap": memory_swap})
+        assert applied.swap_limit_bytes == swap, memory_swap
+    # No memory limit: nothing to say about swap.
+    assert runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "MemorySwap": -1}).swap_limit_bytes is None
 
 
 def test_limits_from_the_engine_when_no_cgroup_file_is_readable():
@@ -245,6 +301,38 @@ def leftovers(client, condition: Condition) -> list:
 
 # Memory sizes no experiment uses, so that concurrent runs of the real matrix are not mistaken for leftovers.
 GO_TEST = Condition("go", 0.25, 2040, 1, 10)
+
+
+@pytest.mark.docker
+def test_a_task_whose_cgroup_allows_swap_is_refused_naming_the_swap(client, engine):
+    # The runner's read-back on real cgroups: the task's own files (as the snapshot reads them inside the
+    # container) and, for an engine whose files are unreadable, the engine's HostConfig.
+    base = image.ensure_base(client, "debian:bookworm-slim", "debootstrap")
+    condition = Condition("go", 0.25, 2041, 0, 0)
+    mib = 2**20
+    cases = {2041 * mib: None, 2041 * mib + 64 * mib: r"allows 67108864 bytes \(64 MiB\) of swap",
+             -1: "allows unlimited swap"}
+    for memswap, refusal in cases.items():
+        task = client.containers.run(base, ["sleep", "120"], detach=True, nano_cpus=250_000_000,
+                                     mem_limit=f"{2041 * mib}", memswap_limit=memswap, network_mode="none",
+                                     labels=runner.labels(condition, f"swap-test-{memswap}", "task"),
+                                     **runner.hardening(runner.TASK_TMPFS))
+        try:
+            snapshot = runner.exec_in(client, task.id, ["sh", "-c", runner.cgroup.SNAPSHOT_SCRIPT])
+            task.reload()
+            read_back = {"cgroup": runner.cgroup.parse_snapshot(snapshot.stdout).limits,
+                         "engine": runner.cgroup.limits_from_host_config(task.attrs["HostConfig"])}
+        finally:
+            task.remove(force=True)
+        for source, limits in read_back.items():
+            if refusal is None:
+                runner.check_limits(condition, limits, nr_periods=1)
+                assert limits.swap_limit_bytes == 0, source
+            else:
+                with pytest.raises(runner.RunError, match=rf"^go_cpu0.25_mem2041_sc0_load00: expected no swap "
+                                                          rf".*the task's cgroup {refusal}"):
+                    runner.check_limits(condition, limits, nr_periods=1)
+    assert leftovers(client, condition) == []
 
 
 @pytest.mark.docker
