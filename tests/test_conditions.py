@@ -1,12 +1,16 @@
 """Condition ids, matrix expansion and config validation (no Docker)."""
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from sidecar_bench.conditions import Condition, ConfigError, LoadSettings, expand_matrix, expand_set
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sidecar_bench.conditions import APPS, MAX_SIDECARS, Condition, ConfigError, LoadSettings, expand_matrix, expand_set
 from sidecar_bench.experiment import check_config, load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,6 +21,43 @@ def test_id_is_readable_and_stable():
     assert Condition("go", 0.25, 2048, 3, 5).id == "go_cpu0.25_mem2048_sc3_load05"
     assert Condition("next", 2, 512, 1, 15).id == "next_cpu2_mem512_sc1_load15"
     assert Condition("go", 1.0, 256, 2, 2.5).id == "go_cpu1_mem256_sc2_load2.5"
+
+
+ID = re.compile(r"(?P<app>[a-z]+)_cpu(?P<vcpu>[^_]+)_mem(?P<memory_mb>\d+)_sc(?P<sidecar_count>\d)_load(?P<load>.+)")
+# The workflow's wildcard constraint on a condition id (workflow/rules/common.smk).
+WORKFLOW_ID = re.search(r'condition="([^"]+)"', (ROOT / "workflow" / "rules" / "common.smk").read_text())[1]
+conditions = st.builds(
+    Condition,
+    app=st.sampled_from(APPS),
+    # From the smallest CPU limit Docker accepts (MIN_VCPU, README "Bad input") to more CPUs than any host here.
+    vcpu=st.floats(min_value=0.01, max_value=512, allow_nan=False) | st.sampled_from([0.25, 0.5, 1, 2]),
+    memory_mb=st.integers(min_value=6, max_value=2**20),
+    sidecar_count=st.integers(min_value=0, max_value=MAX_SIDECARS),
+    sidecar_load_pct=st.floats(min_value=0, max_value=100, allow_nan=False) | st.integers(min_value=0, max_value=100),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(conditions)
+def test_an_id_reads_back_as_its_condition(condition):
+    # Run files are named by id and the matrix is de-duplicated by id: an id names exactly one condition.
+    parts = ID.fullmatch(condition.id)
+    assert parts and re.fullmatch(WORKFLOW_ID, condition.id), condition.id
+    assert Condition(parts["app"], float(parts["vcpu"]), int(parts["memory_mb"]), int(parts["sidecar_count"]),
+                     float(parts["load"])) == condition
+
+
+@settings(max_examples=200, deadline=None)
+@given(conditions, conditions)
+def test_two_conditions_share_an_id_only_when_equal(a, b):
+    assert (a.id == b.id) == (a == b)
+
+
+def test_ids_keep_every_digit_that_tells_two_conditions_apart():
+    assert Condition("go", 0.1234564, 2048, 1, 5).id != Condition("go", 0.1234565, 2048, 1, 5).id
+    assert Condition("go", 1, 2048, 3, 100 / 3).id == "go_cpu1_mem2048_sc3_load33.333333333333336"
+    # Values with up to 6 digits keep the ids they always had.
+    assert Condition("go", 0.125, 2048, 3, 12.5).id == "go_cpu0.125_mem2048_sc3_load12.5"
 
 
 def test_one_and_one_point_zero_are_one_condition():
