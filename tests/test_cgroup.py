@@ -129,3 +129,65 @@ def test_host_cpu_counts_steal_and_irq_as_busy_and_iowait_as_idle():
     host = cgroup.host_cpu_delta(snap("snapshot-v2-before.handwritten.txt"), snap("snapshot-v2-after.handwritten.txt"))
     # user +300, system +100, irq +5, softirq +10 busy; idle +950, iowait +50; guest (inside user) not again.
     assert host == {"cpus": 4, "busy_s": pytest.approx(4.15), "total_s": pytest.approx(14.15)}
+
+
+# ---- any values the kernel can write (hypothesis) -----------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+counts = st.integers(min_value=0, max_value=2**63 // 1000 - 1)
+# A comm is up to 15 bytes of whatever the process named itself: spaces and parentheses included.
+comms = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=0, max_size=15)
+V1_NO_LIMIT_4K = 9223372036854771712  # what v1 shows for "no limit" with 4 KiB pages
+
+
+@settings(max_examples=200, deadline=None)
+@given(pid=st.integers(1, 2**22), comm=comms, ppid=st.integers(0, 2**22), times=st.lists(counts, min_size=5, max_size=5))
+def test_any_proc_stat_line_keeps_its_pid_comm_and_cpu_times(pid, comm, ppid, times):
+    utime, stime, cutime, cstime, starttime = times
+    # Fields 3.. of /proc/PID/stat: state, ppid, then counters up to field 52.
+    fields = ["S", ppid, 1, 1, 0, -1, 4194560, 0, 0, 0, 0, utime, stime, cutime, cstime, 20, 0, 1, 0, starttime]
+    line = f"{pid} ({comm}) " + " ".join(map(str, fields + [0] * 32))
+    proc = cgroup.parse_proc_stat(line)
+    assert (proc.pid, proc.comm, proc.ppid, proc.starttime) == (pid, comm, ppid, starttime)
+    assert proc.ticks == utime + stime + cutime + cstime
+
+
+def snapshot_text(files: dict) -> str:
+    body = "".join(f"@@file {path}\n{text}" for path, text in files.items())
+    return body + "@@clk_tck 100\n@@end\n"
+
+
+@settings(max_examples=150, deadline=None)
+@given(version=st.sampled_from(["v1", "v2"]), periods=counts, throttled=counts, throttled_time=counts, usage=counts,
+       quota=st.integers(1000, 10**7), period=st.integers(1000, 10**6))
+def test_any_counters_read_back_in_nanoseconds_on_either_hierarchy(version, periods, throttled, throttled_time, usage,
+                                                                    quota, period):
+    if version == "v1":
+        files = {cgroup.V1_FILES[0]: f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time {throttled_time * 1000}\n",
+                 cgroup.V1_FILES[1]: f"{usage * 1000}\n", cgroup.V1_FILES[2]: f"{quota}\n",
+                 cgroup.V1_FILES[3]: f"{period}\n"}
+    else:
+        files = {cgroup.V2_FILES[0]: f"usage_usec {usage}\nuser_usec 0\nsystem_usec {usage}\nnr_periods {periods}\n"
+                                     f"nr_throttled {throttled}\nthrottled_usec {throttled_time}\n",
+                 cgroup.V2_FILES[1]: f"{quota} {period}\n"}
+    counters = cgroup.parse_snapshot(snapshot_text(files)).counters
+    assert counters == cgroup.CgroupCounters(source=f"cgroup-{version}", nr_periods=periods, nr_throttled=throttled,
+                                             throttled_ns=throttled_time * 1000, usage_ns=usage * 1000,
+                                             period_us=period, quota_us=quota)
+
+
+memory_limits = st.integers(6 * 2**20, 2**40).map(lambda b: b // 4096 * 4096)
+
+
+@settings(max_examples=150, deadline=None)
+@given(memory=memory_limits, swap=st.none() | st.integers(0, 2**40).map(lambda b: b // 4096 * 4096))
+def test_any_swap_limit_reads_back_the_same_on_either_hierarchy(memory, swap):
+    # swap None: no swap limit (docker run --memory-swap -1).
+    v1 = {cgroup.V1_FILES[5]: f"{memory}\n",
+          cgroup.V1_FILES[6]: f"{V1_NO_LIMIT_4K if swap is None else memory + swap}\n"}
+    v2 = {cgroup.V2_FILES[3]: f"{memory}\n", cgroup.V2_FILES[4]: "max\n" if swap is None else f"{swap}\n"}
+    host_config = {"Memory": memory, "MemorySwap": -1 if swap is None else memory + swap}
+    for limits in (cgroup.parse_limits(v1), cgroup.parse_limits(v2), cgroup.limits_from_host_config(host_config)):
+        assert (limits.memory_limit_bytes, limits.swap_limit_bytes) == (memory, -1 if swap is None else swap)

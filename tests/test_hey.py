@@ -104,3 +104,39 @@ def test_text_summary_instead_of_csv_is_refused():
 def test_old_hey_without_status_and_offset_is_refused():
     with pytest.raises(hey.HeyOutputError, match="status-code and offset"):
         hey.parse_csv("response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read\n0.1,0,0,0,0.1,0\n")
+
+
+# ---- any valid rows (hypothesis) ----------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# hey formats every time with "%4.4f" (seconds, 0.1 ms resolution), the status with %d.
+ten_thousandths = st.integers(min_value=0, max_value=600_000).map(lambda n: n / 10_000)
+rows = st.lists(st.tuples(ten_thousandths, ten_thousandths, ten_thousandths, ten_thousandths, ten_thousandths,
+                          ten_thousandths, st.integers(min_value=100, max_value=599),
+                          st.integers(min_value=0, max_value=300_000).map(lambda n: n / 10_000)),
+                min_size=1, max_size=40)
+
+
+def as_hey_csv(records) -> str:
+    lines = [",".join(hey.CSV_COLUMNS)]
+    lines += [",".join([*(f"{t:4.4f}" for t in r[:6]), str(r[6]), f"{r[7]:4.4f}"]) for r in records]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows)
+def test_any_rows_hey_can_write_parse_to_the_same_values_and_checks(records):
+    samples = hey.parse_csv(as_hey_csv(records))
+    assert len(samples) == len(records)
+    assert samples["status_code"].tolist() == [r[6] for r in records]
+    for column, at in (("response_time_s", 0), ("response_read_s", 5), ("offset_s", 7)):
+        assert samples[column].tolist() == pytest.approx([r[at] for r in records], abs=1e-9)
+    check = hey.check_samples(samples, duration_s=30, concurrency=10)
+    assert check.rows == len(records) and not check.cap_reached
+    assert check.non_2xx == sum(not 200 <= r[6] <= 299 for r in records)
+    assert check.span_s == pytest.approx(max(r[7] + r[0] for r in records), abs=1e-9)
+    assert check.max_offset_s == pytest.approx(max(r[7] for r in records), abs=1e-9)
+    if check.span_s > 0:
+        assert check.time_coverage == pytest.approx(sum(r[0] for r in records) / (10 * check.span_s))
