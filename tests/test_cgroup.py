@@ -191,3 +191,82 @@ def test_any_swap_limit_reads_back_the_same_on_either_hierarchy(memory, swap):
     host_config = {"Memory": memory, "MemorySwap": -1 if swap is None else memory + swap}
     for limits in (cgroup.parse_limits(v1), cgroup.parse_limits(v2), cgroup.limits_from_host_config(host_config)):
         assert (limits.memory_limit_bytes, limits.swap_limit_bytes) == (memory, -1 if swap is None else swap)
+
+
+# ---- a real cgroup v2 hierarchy ------------------------------------------------------------------
+
+import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+
+# In a private mount namespace: a cgroup of its own in this machine's v2 hierarchy, then a cgroup
+# namespace rooted there with cgroup2 mounted at /sys/fs/cgroup, which is what a container on a v2 host
+# sees. A busy loop is its "app" (roles file on a private tmpfs); the snapshot script runs twice,
+# 1 s apart. The cgroup is removed afterwards; nothing is visible outside the namespaces.
+V2_DRIVER = r"""
+set -e
+mnt=$(mktemp -d)
+mount -t cgroup2 none "$mnt"
+cg="$mnt/sidecar-bench-test-$$"
+mkdir "$cg"
+echo $$ > "$cg/cgroup.procs"
+set +e
+unshare --cgroup --mount sh -c "$1" inner "$2"
+rc=$?
+echo $$ > "$mnt/cgroup.procs"
+rmdir "$cg"; umount "$mnt"; rmdir "$mnt"
+exit $rc
+"""
+V2_INNER = r"""
+set -e
+mount -t cgroup2 none /sys/fs/cgroup
+mkdir -p /run/sidecar-bench && mount -t tmpfs tmpfs /run/sidecar-bench
+( i=0; while :; do i=$((i + 1)); done ) &
+app=$!
+echo "app $app" > /run/sidecar-bench/roles
+sh -c "$1"
+echo @@split
+sleep 1
+sh -c "$1"
+kill $app
+wait $app || true
+"""
+
+
+def v2_snapshots() -> tuple[cgroup.TaskSnapshot, cgroup.TaskSnapshot]:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to mount a cgroup v2 hierarchy in a private namespace")
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", V2_DRIVER, "driver", V2_INNER, cgroup.SNAPSHOT_SCRIPT],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    left = [*Path("/sys/fs/cgroup").glob("sidecar-bench-test-*"), *Path("/sys/fs/cgroup").glob("*/sidecar-bench-test-*")]
+    assert not left, f"the test left its cgroup behind: {left}"
+    before, _, after = done.stdout.partition("@@split\n")
+    return cgroup.parse_snapshot(before), cgroup.parse_snapshot(after)
+
+
+def test_a_real_cgroup_v2_task_reads_back_its_counters_and_its_roles_cpu():
+    before, after = v2_snapshots()
+    assert before.counters.source == after.counters.source == "cgroup-v2"
+    delta = cgroup.counters_delta(before.counters, after.counters)
+    roles = cgroup.role_cpu_seconds(before, after)
+    # The busy loop had up to one CPU for the ~1 s between the snapshots (less on a busy host).
+    assert 0.05 < roles["app"] <= 1.2 and 0.05 < delta["usage_s"] <= 1.2, (roles, delta)
+    # The cgroup's usage is the loop's (10 ms ticks) plus the first snapshot's own reads after its counters.
+    assert delta["usage_s"] - 0.1 <= roles["app"] <= delta["usage_s"] + 0.03, (roles, delta)
+
+
+def test_a_real_cgroup_v2_task_without_the_cpu_and_memory_controllers_is_refused():
+    # Here cpu and memory are bound to cgroup v1: the v2 cgroup has neither cpu.max nor memory.max, and
+    # counts no CFS periods, as on a v2 host that does not delegate the controllers to containers.
+    before, after = v2_snapshots()
+    if cgroup.V2_FILES[1] in after.files:
+        pytest.skip("this host's v2 hierarchy has the cpu controller: limits are tested on the real engine")
+    assert cgroup.counters_delta(before.counters, after.counters)["nr_periods"] == 0
+    assert after.limits is None
+    from sidecar_bench import runner
+    from sidecar_bench.conditions import Condition
+
+    with pytest.raises(runner.RunError, match="expected a CPU limit of 0.25 vCPU on the task's cgroup, found no "
+                                              "cgroup limit files"):
+        runner.check_limits(Condition("go", 0.25, 512, 0, 0), after.limits, nr_periods=0)
