@@ -1,10 +1,15 @@
-"""cgroup snapshots -> counters and per-role CPU, from a real cgroup v1 task and hand-written v2 samples."""
+"""cgroup snapshots -> counters and per-role CPU, from a real cgroup v1 task, hand-written v2 samples and a real v2
+hierarchy mounted in a private namespace."""
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sidecar_bench import cgroup
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runner"
@@ -133,8 +138,6 @@ def test_host_cpu_counts_steal_and_irq_as_busy_and_iowait_as_idle():
 
 # ---- any values the kernel can write (hypothesis) -----------------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 counts = st.integers(min_value=0, max_value=2**63 // 1000 - 1)
 # A comm is up to 15 bytes of whatever the process named itself: spaces and parentheses included.
@@ -195,9 +198,6 @@ def test_any_swap_limit_reads_back_the_same_on_either_hierarchy(memory, swap):
 
 # ---- a real cgroup v2 hierarchy ------------------------------------------------------------------
 
-import os  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
 
 # In a private mount namespace: a cgroup of its own in this machine's v2 hierarchy, then a cgroup
 # namespace rooted there with cgroup2 mounted at /sys/fs/cgroup, which is what a container on a v2 host
@@ -237,7 +237,7 @@ def v2_snapshots() -> tuple[cgroup.TaskSnapshot, cgroup.TaskSnapshot]:
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) to mount a cgroup v2 hierarchy in a private namespace")
     done = subprocess.run(["unshare", "--mount", "sh", "-c", V2_DRIVER, "driver", V2_INNER, cgroup.SNAPSHOT_SCRIPT],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     left = [*Path("/sys/fs/cgroup").glob("sidecar-bench-test-*"), *Path("/sys/fs/cgroup").glob("*/sidecar-bench-test-*")]
     assert not left, f"the test left its cgroup behind: {left}"

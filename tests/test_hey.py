@@ -3,7 +3,8 @@
 from pathlib import Path
 
 import pytest
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sidecar_bench import hey
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runner"
@@ -108,8 +109,6 @@ def test_old_hey_without_status_and_offset_is_refused():
 
 # ---- any valid rows (hypothesis) ----------------------------------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 # hey formats every time with "%4.4f" (seconds, 0.1 ms resolution), the status with %d.
 ten_thousandths = st.integers(min_value=0, max_value=600_000).map(lambda n: n / 10_000)
