@@ -270,3 +270,142 @@ def test_a_real_cgroup_v2_task_without_the_cpu_and_memory_controllers_is_refused
     with pytest.raises(runner.RunError, match="expected a CPU limit of 0.25 vCPU on the task's cgroup, found no "
                                               "cgroup limit files"):
         runner.check_limits(Condition("go", 0.25, 512, 0, 0), after.limits, nr_periods=0)
+
+
+# ---- what each file and field means (one case per rule) ------------------------------------------
+
+def test_v1_v2_and_docker_counters_are_exact_in_nanoseconds_and_seconds():
+    delta = cgroup.counters_delta(snap("snapshot-v1-before.txt").counters, snap("snapshot-v1-after.txt").counters)
+    # 3,500,779,790 ns throttled and 551,086,381 ns used between the recorded snapshots.
+    assert (delta["throttled_s"], delta["usage_s"]) == (3.50077979, 0.551086381)
+    # Counters that stood still (an idle window) are a valid zero, not a restart.
+    same = snap("snapshot-v1-after.txt").counters
+    assert cgroup.counters_delta(same, same)["nr_periods"] == 0
+
+
+def test_a_v2_cgroup_without_the_cpu_controller_counts_usage_only():
+    # cpu.stat then has usage_usec, user_usec and system_usec only, and there is no cpu.max.
+    text = "@@file /sys/fs/cgroup/cpu.stat\nusage_usec 1500\nuser_usec 1000\nsystem_usec 500\n@@clk_tck 100\n@@end\n"
+    assert cgroup.parse_snapshot(text).counters == cgroup.CgroupCounters(
+        source="cgroup-v2", nr_periods=0, nr_throttled=0, throttled_ns=0, usage_ns=1_500_000)
+
+
+def test_a_v1_snapshot_missing_cpuacct_has_no_counters_instead_of_failing():
+    # Without cpuacct.usage the runner brackets the window with the Docker stats API instead.
+    text = (FIXTURES / "snapshot-v1-after.txt").read_text()
+    start = text.index("@@file /sys/fs/cgroup/cpuacct/cpuacct.usage")
+    end = text.index("@@file", start + 1)
+    assert cgroup.parse_snapshot(text[:start] + text[end:]).counters is None
+
+
+def test_docker_stats_without_throttling_or_memory_data():
+    counters = cgroup.parse_docker_stats({"cpu_stats": {"cpu_usage": {"total_usage": 5}}})
+    assert counters == cgroup.CgroupCounters(source="docker-api", nr_periods=0, nr_throttled=0, throttled_ns=0,
+                                             usage_ns=5, peak_memory_bytes=None)
+
+
+def test_counters_refuse_unknown_sources_and_negative_values_naming_them():
+    with pytest.raises(cgroup.SnapshotError, match=r"^unknown counter source 'cgroup-v3'$"):
+        cgroup.CgroupCounters(source="cgroup-v3", nr_periods=0, nr_throttled=0, throttled_ns=0, usage_ns=0)
+    with pytest.raises(cgroup.SnapshotError, match=r"^nr_throttled is negative: -1$"):
+        cgroup.CgroupCounters(source="cgroup-v1", nr_periods=0, nr_throttled=-1, throttled_ns=0, usage_ns=0)
+    v1, v2 = snap("snapshot-v1-after.txt").counters, snap("snapshot-v2-after.handwritten.txt").counters
+    with pytest.raises(cgroup.SnapshotError, match=r"^counter sources differ: cgroup-v1 then cgroup-v2$"):
+        cgroup.counters_delta(v1, v2)
+    with pytest.raises(cgroup.SnapshotError, match=r"went backwards \(nr_periods, nr_throttled, throttled_s, usage_s\)"):
+        cgroup.counters_delta(snap("snapshot-v1-after.txt").counters, snap("snapshot-v1-before.txt").counters)
+
+
+def test_snapshot_clock_ticks_uptime_and_roles_default():
+    text = (FIXTURES / "snapshot-v2-after.handwritten.txt").read_text()
+    after = cgroup.parse_snapshot(text)
+    assert (after.clk_tck, after.uptime_s, after.files["/sys/fs/cgroup/memory.swap.max"]) == (100, 1010.0, "0\n")
+    # Another tick rate is used as given; no /proc/uptime and no roles file are None and no roles.
+    other = text.replace("@@clk_tck 100", "@@clk_tck 250")
+    without = "\n".join(line for line in other.splitlines() if not line.startswith(("1010.00", "app 7", "proxy 9")))
+    without = without.replace("@@file /proc/uptime\n", "").replace("@@file /run/sidecar-bench/roles\n", "")
+    parsed = cgroup.parse_snapshot(without)
+    assert (parsed.clk_tck, parsed.uptime_s, parsed.roles) == (250, None, {})
+    with pytest.raises(cgroup.SnapshotError, match=r"^snapshot output is cut short \(no @@end\): '.*@@stat 9 "):
+        cgroup.parse_snapshot(text.replace("@@end", ""))
+    with pytest.raises(cgroup.SnapshotError, match=r"^/sys/fs/cgroup/cpu.stat is missing from the snapshot$"):
+        cgroup.parse_v2({})
+
+
+def test_roles_file_with_a_blank_line_keeps_the_roles_after_it():
+    assert cgroup.parse_roles("app 10\n\nproxy 11\n") == {"app": 10, "proxy": 11}
+
+
+def test_role_cpu_names_a_missing_roles_file_and_a_role_that_never_ran():
+    before, after = snap("snapshot-v1-before.txt"), snap("snapshot-v1-after.txt")
+    no_roles = cgroup.TaskSnapshot(counters=None, roles={}, processes=before.processes, clk_tck=100)
+    with pytest.raises(cgroup.SnapshotError, match=r"^/run/sidecar-bench/roles is missing or empty: cannot tell the "
+                                                   r"app from the sidecars$"):
+        cgroup.role_cpu_seconds(no_roles, after)
+    ghost = cgroup.TaskSnapshot(counters=None, roles={"agent": 99999}, processes=before.processes, clk_tck=100)
+    with pytest.raises(cgroup.SnapshotError, match=r"^role agent: process 99999 from /run/sidecar-bench/roles is not "
+                                                   r"running$"):
+        cgroup.role_cpu_seconds(ghost, after)
+
+
+def test_a_role_whose_process_has_no_children_counts_its_own_ticks_only():
+    line = "{pid} (x) S {ppid} 1 1 0 -1 0 0 0 0 0 {utime} 0 0 0 20 0 1 0 {start} 0 0"
+    procs = lambda utime: tuple(cgroup.parse_proc_stat(line.format(pid=pid, ppid=1, utime=utime, start=pid))  # noqa: E731
+                                for pid in (10, 11))
+    before = cgroup.TaskSnapshot(counters=None, roles={"app": 10, "proxy": 11}, processes=procs(5), clk_tck=100)
+    after = cgroup.TaskSnapshot(counters=None, roles={"app": 10, "proxy": 11}, processes=procs(25), clk_tck=100)
+    assert cgroup.role_cpu_seconds(before, after) == {"app": 0.2, "proxy": 0.2}
+
+
+def test_host_cpu_counts_nice_and_steal_as_busy_and_fills_missing_fields_with_zero():
+    # Old kernels print fewer fields; nice and steal are CPU the host's processes took from the task's.
+    assert cgroup.parse_host_cpu(["cpu  100 20 30 400 5 0 0 7", "cpu0 100 20 30 400 5 0 0 7"]) == cgroup.HostCpu(
+        cpus=1, busy_ticks=157, total_ticks=562)
+    assert cgroup.parse_host_cpu(["cpu  1 2 3 4"]) == cgroup.HostCpu(cpus=0, busy_ticks=6, total_ticks=10)
+
+
+def test_host_cpu_is_none_unless_both_snapshots_have_it_and_never_goes_backwards():
+    before, after = snap("snapshot-v2-before.handwritten.txt"), snap("snapshot-v2-after.handwritten.txt")
+    no_host = cgroup.TaskSnapshot(counters=None, roles={}, processes=(), clk_tck=100)
+    assert cgroup.host_cpu_delta(no_host, after) is None and cgroup.host_cpu_delta(before, no_host) is None
+    # An idle host between the snapshots: zero busy is a value, not an error.
+    idle = cgroup.TaskSnapshot(counters=None, roles={}, processes=(), clk_tck=100,
+                               host=cgroup.HostCpu(cpus=2, busy_ticks=after.host.busy_ticks,
+                                                   total_ticks=after.host.total_ticks + 200))
+    assert cgroup.host_cpu_delta(after, idle) == {"cpus": 2, "busy_s": 0.0, "total_s": 2.0}
+    with pytest.raises(cgroup.SnapshotError, match=r"^/proc/stat went backwards \(busy -415, total -1415 ticks\)$"):
+        cgroup.host_cpu_delta(after, before)
+
+
+def test_limits_need_only_one_of_the_limit_files():
+    mib = 2**20
+    # v1 with only the memory files (no cpu quota file readable), v2 with only memory.max.
+    v1 = cgroup.parse_limits({cgroup.V1_FILES[5]: f"{512 * mib}\n", cgroup.V1_FILES[6]: f"{512 * mib}\n"})
+    assert (v1.cpu_quota_us, v1.memory_limit_bytes, v1.swap_limit_bytes) == (None, 512 * mib, 0)
+    v1_cpu = cgroup.parse_limits({cgroup.V1_FILES[2]: "25000\n", cgroup.V1_FILES[3]: "100000\n"})
+    assert (v1_cpu.vcpu, v1_cpu.memory_limit_bytes, v1_cpu.swap_limit_bytes) == (0.25, None, None)
+    v2 = cgroup.parse_limits({cgroup.V2_FILES[3]: f"{512 * mib}\n", cgroup.V2_FILES[4]: "0\n"})
+    assert (v2.cpu_quota_us, v2.cpu_period_us, v2.memory_limit_bytes, v2.swap_limit_bytes) == (None, None, 512 * mib, 0)
+    v2_cpu = cgroup.parse_limits({cgroup.V2_FILES[1]: "50000 100000\n"})
+    assert (v2_cpu.vcpu, v2_cpu.memory_limit_bytes, v2_cpu.swap_limit_bytes) == (0.5, None, None)
+    assert cgroup.parse_limits({cgroup.V2_FILES[2]: "1\n", cgroup.V1_FILES[3]: "100000\n"}) is None
+
+
+def test_v1_no_limit_reads_as_no_limit_like_v2s_max():
+    unlimited = cgroup.parse_limits({cgroup.V1_FILES[5]: f"{V1_NO_LIMIT_4K}\n", cgroup.V1_FILES[6]: f"{V1_NO_LIMIT_4K}\n"})
+    assert (unlimited.memory_limit_bytes, unlimited.swap_limit_bytes) == (-1, -1)
+    # 64 KiB pages: the largest page-aligned counter is a little lower, still no limit.
+    assert cgroup.parse_limits({cgroup.V1_FILES[5]: "9223372036854710272\n"}).memory_limit_bytes == -1
+
+
+def test_limits_from_the_engines_cpu_settings():
+    # docker run --cpu-period 50000 --cpu-quota 12500; --cpus 0.25; no CPU limit at all.
+    assert cgroup.limits_from_host_config({"CpuPeriod": 50000, "CpuQuota": 12500}).vcpu == 0.25
+    assert cgroup.limits_from_host_config({"NanoCpus": 250_000_000}).as_dict() == {
+        "cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25, "memory_limit_bytes": None,
+        "swap_limit_bytes": None}
+    assert cgroup.limits_from_host_config({"NanoCpus": 1_500_000_000, "CpuPeriod": 10000}).cpu_quota_us == 15000
+    # 64 CPUs over the longest period Docker allows (1 s): every digit of the quota counts.
+    assert cgroup.limits_from_host_config({"NanoCpus": 64 * 10**9, "CpuPeriod": 10**6}).cpu_quota_us == 64 * 10**6
+    nothing = cgroup.limits_from_host_config({})
+    assert (nothing.cpu_quota_us, nothing.cpu_period_us, nothing.vcpu) == (-1, 100000, None)

@@ -28,9 +28,13 @@ def test_csv_goes_to_a_file_with_no_value_inside_the_script():
 
 
 def test_load_generator_cpu_from_its_counter_lines():
-    assert hey.parse_loadgen_usage("@@usage_ns 1000000000\n@@usage_ns 3500000000\n") == pytest.approx(2.5)
-    assert hey.parse_loadgen_usage("@@usage_us 1000000\n@@usage_us 1250000\n") == pytest.approx(0.25)
+    assert hey.parse_loadgen_usage("@@usage_ns 1000000000\n@@usage_ns 3500000000\n") == 2.5
+    assert hey.parse_loadgen_usage("@@usage_us 1000000\n@@usage_us 1250000\n") == 0.25
     assert hey.parse_loadgen_usage("@@usage_none\n@@usage_none\n") is None
+    # A counter that stood still: no CPU used, not an error.
+    assert hey.parse_loadgen_usage("@@usage_us 7\n@@usage_us 7\n") == 0
+    with pytest.raises(hey.HeyOutputError, match=r"^the load generator's CPU counter went backwards: 2.0 then 1.0 s$"):
+        hey.parse_loadgen_usage("@@usage_us 2000000\n@@usage_us 1000000\n")
 
 
 def test_heys_row_cap_is_reported():

@@ -200,6 +200,85 @@ def test_a_run_fails_unless_its_cgroup_allows_no_swap():
         runner.check_limits(condition, limits(swap=None), nr_periods=30)
 
 
+def test_every_refusal_of_the_read_back_says_what_was_found_and_what_to_do():
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    messages = {
+        None: "go_cpu0.25_mem2048_sc0_load00: expected a CPU limit of 0.25 vCPU on the task's cgroup, found no "
+              "cgroup limit files",
+        limits(memory=None): "go_cpu0.25_mem2048_sc0_load00: expected a memory limit of 2048 MiB (2147483648 bytes), "
+                             "the task's cgroup has no memory limit file",
+        limits(swap=None): "go_cpu0.25_mem2048_sc0_load00: expected no swap (memory + swap limited to the memory "
+                           "limit, 2147483648 bytes), the task's cgroup does not account swap (no "
+                           "memory.memsw.limit_in_bytes or memory.swap.max): the kernel cannot hold the task to no "
+                           "swap; enable swap accounting on the host (cgroup v1: boot with swapaccount=1) and rerun",
+        limits(swap=-1): "go_cpu0.25_mem2048_sc0_load00: expected no swap (memory + swap limited to the memory "
+                         "limit, 2147483648 bytes), the task's cgroup allows unlimited swap (the engine stores this "
+                         "too when the kernel cannot limit swap: `docker info` then warns \"No swap limit support\")",
+    }
+    for found, message in messages.items():
+        with pytest.raises(runner.RunError) as err:
+            runner.check_limits(condition, found, nr_periods=30)
+        assert str(err.value) == message
+    with pytest.raises(runner.RunError) as err:
+        runner.check_limits(condition, limits(), nr_periods=-2)
+    assert str(err.value) == ("go_cpu0.25_mem2048_sc0_load00: the task cgroup's nr_periods did not increase over the "
+                              "window (delta -2): its CPU counters are not the task's own (cgroup v2 without the cpu "
+                              "controller delegated to containers?); enable it and rerun")
+    # A quota 0.2 % of a CPU off is another condition (the read-back tolerance is for rounding only).
+    with pytest.raises(runner.RunError, match="= 0.252 vCPU"):
+        runner.check_limits(condition, limits(quota=25200), nr_periods=30)
+    with pytest.raises(runner.RunError, match="= 0.248 vCPU"):
+        runner.check_limits(condition, limits(quota=24800), nr_periods=30)
+
+
+def test_limits_beyond_the_host_are_refused_and_the_host_itself_is_enough():
+    info = {"NCPU": 2, "MemTotal": 4 * 2**30}
+    # All the host has is allowed: every CPU and all its memory (2 vCPU cells are flagged host-bound, not refused).
+    runner.check_host_capacity(info, Condition("go", 2, 4096, 0, 0), "big", "ssh://me@big")
+    with pytest.raises(runner.RunError) as err:
+        runner.check_host_capacity(info, Condition("go", 2.5, 2048, 0, 0), "big", "ssh://me@big")
+    assert str(err.value) == ("go_cpu2.5_mem2048_sc0_load00: vcpu 2.5 is above the 2 CPUs of host 'big' "
+                              "(ssh://me@big); lower vcpu in config.yaml or measure on a larger host")
+    with pytest.raises(runner.RunError) as err:
+        runner.check_host_capacity(info, Condition("go", 1, 4097, 0, 0), "big", "ssh://me@big")
+    assert str(err.value) == ("go_cpu1_mem4097_sc0_load00: memory_mb 4097 is above the 4096 MiB of host 'big' "
+                              "(ssh://me@big); lower memory_mb in config.yaml or measure on a larger host")
+    # An engine that does not say what it has is not refused for it.
+    runner.check_host_capacity({}, Condition("go", 64, 2**20, 0, 0), "far", "tcp://far:2376")
+
+
+def test_failed_requests_are_counted_from_the_windows_deltas_not_the_totals():
+    before = {"ActiveOpens": 1000, "AttemptFails": 100, "EstabResets": 40}
+    after = {"ActiveOpens": 1010, "AttemptFails": 103, "EstabResets": 44}
+    failed, evidence = runner.count_failed(500, 2000, 2500, before, after)
+    assert failed == 3 + 2
+    assert evidence == {"served_not_recorded": 0, "tcp_attempt_fails": 3, "tcp_estab_resets": 4,
+                        "tcp_reset_connections": 2, "tcp_active_opens": 10}
+    # The larger source wins: 7 answers hey has no row for beat 5 refused or reset.
+    assert runner.count_failed(500, 2000, 2507, before, after)[0] == 7
+    with pytest.raises(runner.RunError) as err:
+        runner.count_failed(500, 2000, 2499, before, after)
+    assert str(err.value) == ("the app's /stats served count rose by 499 but hey recorded 500 responses: the app "
+                              "restarted or /stats does not count /work responses")
+
+
+def test_tcp_counters_by_name_and_a_namespace_without_them():
+    assert tcp("snmp-after-refused.txt")["AttemptFails"] == 10
+    with pytest.raises(runner.RunError) as err:
+        runner.parse_tcp_counters("Ip: Forwarding\nIp: 1\n")
+    assert str(err.value) == "/proc/net/snmp has no Tcp: lines: 'Ip: Forwarding\\nIp: 1\\n'"
+
+
+def test_an_exit_status_above_128_is_a_signal_and_128_itself_is_not():
+    line = "entrypoint: app (pid 7) exited with status {}; stopping the sidecars\n"
+    assert runner.process_exit(line.format(129))["signal"] == "SIGHUP"
+    assert runner.process_exit(line.format(128))["signal"] is None
+    assert runner.process_exit(line.format(128 + 70))["signal"] == "signal 70"  # no such signal: its number
+    assert runner.process_exit("no such line") == {"role": None, "pid": None, "exit_status": None, "signal": None}
+    assert runner.describe_exit(runner.process_exit("")) == ("the entrypoint logged no process exit (the whole task "
+                                                            "was killed)")
+
+
 def test_swap_is_checked_from_the_files_a_task_reads_on_either_hierarchy():
     condition = Condition("go", 0.25, 512, 0, 0)
     v1 = {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "25000\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
