@@ -209,12 +209,16 @@ mnt=$(mktemp -d)
 mount -t cgroup2 none "$mnt"
 cg="$mnt/sidecar-bench-test-$$"
 mkdir "$cg"
+echo "${cg##*/}" >&2
 echo $$ > "$cg/cgroup.procs"
 set +e
 unshare --cgroup --mount sh -c "$1" inner "$2"
 rc=$?
 echo $$ > "$mnt/cgroup.procs"
-rmdir "$cg"; umount "$mnt"; rmdir "$mnt"
+# A killed process leaves its cgroup a moment after its parent has reaped it.
+i=0
+until rmdir "$cg" 2>/dev/null || [ $i -ge 100 ]; do i=$((i + 1)); sleep 0.1; done
+umount "$mnt"; rmdir "$mnt"
 exit $rc
 """
 V2_INNER = r"""
@@ -239,8 +243,9 @@ def v2_snapshots() -> tuple[cgroup.TaskSnapshot, cgroup.TaskSnapshot]:
     done = subprocess.run(["unshare", "--mount", "sh", "-c", V2_DRIVER, "driver", V2_INNER, cgroup.SNAPSHOT_SCRIPT],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    left = [*Path("/sys/fs/cgroup").glob("sidecar-bench-test-*"), *Path("/sys/fs/cgroup").glob("*/sidecar-bench-test-*")]
-    assert not left, f"the test left its cgroup behind: {left}"
+    name = done.stderr.split()[0]
+    left = [*Path("/sys/fs/cgroup").glob(name), *Path("/sys/fs/cgroup").glob(f"*/{name}")]
+    assert name.startswith("sidecar-bench-test-") and not left, f"the test left its cgroup behind: {left}"
     before, _, after = done.stdout.partition("@@split\n")
     return cgroup.parse_snapshot(before), cgroup.parse_snapshot(after)
 
@@ -326,6 +331,8 @@ def test_snapshot_clock_ticks_uptime_and_roles_default():
     without = without.replace("@@file /proc/uptime\n", "").replace("@@file /run/sidecar-bench/roles\n", "")
     parsed = cgroup.parse_snapshot(without)
     assert (parsed.clk_tck, parsed.uptime_s, parsed.roles) == (250, None, {})
+    # No tick rate printed: Linux's USER_HZ, 100.
+    assert cgroup.parse_snapshot(text.replace("@@clk_tck 100\n", "")).clk_tck == 100
     with pytest.raises(cgroup.SnapshotError, match=r"^snapshot output is cut short \(no @@end\): '.*@@stat 9 "):
         cgroup.parse_snapshot(text.replace("@@end", ""))
     with pytest.raises(cgroup.SnapshotError, match=r"^/sys/fs/cgroup/cpu.stat is missing from the snapshot$"):
@@ -373,6 +380,8 @@ def test_host_cpu_is_none_unless_both_snapshots_have_it_and_never_goes_backwards
                                host=cgroup.HostCpu(cpus=2, busy_ticks=after.host.busy_ticks,
                                                    total_ticks=after.host.total_ticks + 200))
     assert cgroup.host_cpu_delta(after, idle) == {"cpus": 2, "busy_s": 0.0, "total_s": 2.0}
+    # No tick passed at all between two reads.
+    assert cgroup.host_cpu_delta(after, after) == {"cpus": 4, "busy_s": 0.0, "total_s": 0.0}
     with pytest.raises(cgroup.SnapshotError, match=r"^/proc/stat went backwards \(busy -415, total -1415 ticks\)$"):
         cgroup.host_cpu_delta(after, before)
 
@@ -389,6 +398,10 @@ def test_limits_need_only_one_of_the_limit_files():
     v2_cpu = cgroup.parse_limits({cgroup.V2_FILES[1]: "50000 100000\n"})
     assert (v2_cpu.vcpu, v2_cpu.memory_limit_bytes, v2_cpu.swap_limit_bytes) == (0.5, None, None)
     assert cgroup.parse_limits({cgroup.V2_FILES[2]: "1\n", cgroup.V1_FILES[3]: "100000\n"}) is None
+    # Without swap accounting there is no memsw / swap.max file: the memory limit alone, swap unknown.
+    for memory_only in ({cgroup.V1_FILES[5]: f"{512 * mib}\n"}, {cgroup.V2_FILES[3]: f"{512 * mib}\n"}):
+        limits = cgroup.parse_limits(memory_only)
+        assert (limits.memory_limit_bytes, limits.swap_limit_bytes) == (512 * mib, None)
 
 
 def test_v1_no_limit_reads_as_no_limit_like_v2s_max():
