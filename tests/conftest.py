@@ -6,6 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +35,12 @@ class _PackageAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 if "MUTANT_UNDER_TEST" in os.environ:
     sys.path.insert(0, str(ROOT))
     sys.meta_path.insert(0, _PackageAlias())
+
+# Property tests: enough examples to find a counterexample in the suite, few and fixed under mutmut (it runs the
+# covering tests once per mutant); no example database written into the tree.
+hypothesis.settings.register_profile("suite", max_examples=150, deadline=None, database=None)
+hypothesis.settings.register_profile("mutation", max_examples=25, deadline=None, database=None, derandomize=True)
+hypothesis.settings.load_profile("mutation" if "MUTANT_UNDER_TEST" in os.environ else "suite")
 
 
 def hold_engine(owner: str):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from sidecar_bench.conditions import APPS, MAX_SIDECARS, Condition, ConfigError, LoadSettings, expand_matrix, expand_set
@@ -37,7 +37,6 @@ conditions = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(conditions)
 def test_an_id_reads_back_as_its_condition(condition):
     # Run files are named by id and the matrix is de-duplicated by id: an id names exactly one condition.
@@ -47,7 +46,6 @@ def test_an_id_reads_back_as_its_condition(condition):
                      float(parts["load"])) == condition
 
 
-@settings(max_examples=200, deadline=None)
 @given(conditions, conditions)
 def test_two_conditions_share_an_id_only_when_equal(a, b):
     assert (a.id == b.id) == (a == b)

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from sidecar_bench import hey
 
@@ -128,7 +128,6 @@ def as_hey_csv(records) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=150, deadline=None)
 @given(rows)
 def test_any_rows_hey_can_write_parse_to_the_same_values_and_checks(records):
     samples = hey.parse_csv(as_hey_csv(records))
