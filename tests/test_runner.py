@@ -119,6 +119,34 @@ def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
 
 # ---- failure counting, progress ---------------------------------------------------------------
 
+def test_a_failed_runs_line_says_which_process_died_how_and_where():
+    # README, "Failed runs": the summary's failure text, one line per failed repetition.
+    base = {"condition": {"id": "go_cpu0.25_mem2048_sc1_load05"}, "repeat": 2, "phase": "window", "oom_killed": False}
+    cases = [
+        ({"process": {"role": "app", "pid": 10}, "signal": "SIGKILL", "exit_status": 137},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: app (pid 10) killed by SIGKILL, "
+         "OOM-killed False"),
+        ({"process": {"role": "proxy", "pid": 11}, "signal": None, "exit_status": 1, "phase": "start",
+          "oom_killed": True},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed before the measured window: sidecar proxy (pid 11) exited with "
+         "status 1, OOM-killed True"),
+        ({"process": {"role": "proxy", "pid": 11}, "exit_status": 0},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: sidecar proxy (pid 11) exited with "
+         "status 0, OOM-killed False"),
+        ({"process": {"role": "agent", "pid": 12}},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: sidecar agent (pid 12) gone, "
+         "OOM-killed False"),
+        ({"process": None, "container_status": "running", "oom_killed": True},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: another process of the task, "
+         "OOM-killed True"),
+        ({"process": {"role": None}, "container_status": "exited", "container_exit_code": 137},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: the task (exit code 137), "
+         "OOM-killed False"),
+    ]
+    for failure, text in cases:
+        assert record.failure_text({**base, **failure}) == text
+
+
 def tcp(name: str) -> dict:
     return runner.parse_tcp_counters((FIXTURES / name).read_text())
 
