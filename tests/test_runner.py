@@ -117,6 +117,116 @@ def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
         record.write_run(directory / "v3.parquet", samples, v1)
 
 
+def test_each_bad_metadata_value_is_named_with_what_it_should_be():
+    condition = Condition("go", 0.25, 2048, 0, 0)
+
+    def changed(change):
+        meta = make_meta(condition, 10)
+        change(meta)
+        return meta
+
+    nan = float("nan")
+    cases = [
+        (lambda m: (m.pop("load"), m.pop("environment")), "run metadata lacks load, environment"),
+        (lambda m: m.update(format_version=True), "run metadata format_version is True, this code reads 1 and 2"),
+        (lambda m: m.update(repeat=True), "run metadata repeat is True, not a whole number >= 1"),
+        (lambda m: m.update(repeat=1.0), "run metadata repeat is 1.0, not a whole number >= 1"),
+        (lambda m: m["window"].update(load_s=0), "run metadata window.load_s is 0, not a number of seconds > 0"),
+        (lambda m: m["window"].update(load_s=True), "run metadata window.load_s is True, not a number of seconds > 0"),
+        (lambda m: m["window"].update(load_s="1"), "run metadata window.load_s is '1', not a number of seconds > 0"),
+        (lambda m: m["requests"].update(cap_reached=0), "run metadata requests.cap_reached is 0, not true/false"),
+        (lambda m: m.update(limits=None), "run metadata limits is None, not an object with cpu_quota_us, "
+                                          "cpu_period_us, vcpu, memory_limit_bytes, swap_limit_bytes"),
+        (lambda m: m.update(host=[]), "run metadata host is [], not an object with cpus, busy_s, total_s"),
+        (lambda m: m["limits"].pop("swap_limit_bytes"), "run metadata limits lacks swap_limit_bytes"),
+        (lambda m: m["loadgen"].pop("cpu_s"), "run metadata loadgen lacks cpu_s"),
+        (lambda m: (m["condition"].pop("id"), m["condition"].pop("app")), "run metadata condition lacks id, app"),
+        (lambda m: m["container"].pop("peak_memory_bytes"), "run metadata container lacks peak_memory_bytes"),
+        (lambda m: m["environment"].pop("hey_version"), "run metadata environment lacks hey_version"),
+        (lambda m: m["requests"].pop("failed_source"), "run metadata requests lacks failed_source"),
+        (lambda m: m["window"].pop("end"), "run metadata window lacks end"),
+        (lambda m: m["window"].pop("wall_s"), "run metadata window lacks wall_s"),
+        (lambda m: m.update(processes={}), "run metadata processes must be a list of {role, target_pct, cpu_s}"),
+        (lambda m: m.update(processes=[{"role": "app", "cpu_s": 1}]),
+         "run metadata processes must be a list of {role, target_pct, cpu_s}"),
+        (lambda m: m["cgroup"].update(usage_s=nan), "run metadata is not plain JSON: Out of range float values are "
+                                                    "not JSON compliant"),
+    ]
+    for change, message in cases:
+        with pytest.raises(record.RunFileError) as err:
+            record.validate_meta(changed(change))
+        assert str(err.value).startswith(message), (message, str(err.value))
+    # The engine may hide the host's and the load generator's counters: null is a value there.
+    record.validate_meta(changed(lambda m: m.update(host=None, loadgen=None)))
+
+
+def test_a_record_refuses_rows_of_another_condition_or_schema():
+    samples = hey.parse_csv((FIXTURES / "hey-ok.csv").read_text())
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    rows = record.RunRecord.from_samples(samples, meta).rows
+    other = {**meta, "condition": Condition("go", 0.5, 2048, 0, 0).as_dict()}
+    with pytest.raises(record.RunFileError) as err:
+        record.RunRecord(rows, other)
+    assert str(err.value) == ("rows carry condition ids ['go_cpu0.25_mem2048_sc0_load00'], meta says "
+                              "'go_cpu0.5_mem2048_sc0_load00'")
+    with pytest.raises(record.RunFileError, match=r"^rows do not have the run file schema"):
+        record.RunRecord(rows.drop(["dns_s"]), meta)
+    with pytest.raises(record.RunFileError) as err:
+        record.to_table(samples)
+    assert str(err.value) == ("run rows: missing columns ['condition_id', 'app', 'vcpu', 'memory_mb', "
+                              "'sidecar_count', 'sidecar_load_pct', 'total_sidecar_load_pct'], unexpected columns []")
+    frame = rows.to_pandas()
+    frame["status_code"] = "x"
+    with pytest.raises(record.RunFileError, match=r"^run rows do not convert to the run file schema: "):
+        record.to_table(frame)
+    # The condition's columns repeat its values on every row, the samples keep theirs.
+    table = record.RunRecord.from_samples(samples, meta).rows
+    assert table.column("vcpu").unique().to_pylist() == [0.25]
+    assert table.column("total_sidecar_load_pct").unique().to_pylist() == [0.0]
+    assert table.column("offset_s").to_pylist() == samples["offset_s"].tolist()
+
+
+def test_a_failure_record_is_refused_unless_complete_and_plain(tmp_path):
+    condition = Condition("go", 0.25, 2048, 1, 5)
+    good = record.failure_record(condition.as_dict(), 2, LoadSettings().as_dict(), "boom",
+                                 {"role": "app", "pid": 7, "exit_status": 137, "signal": "SIGKILL", "oom_killed": 1,
+                                  "phase": "window", "container_status": "exited", "container_exit_code": 137},
+                                 "local", "2026-12-01T00:00:00+00:00")
+    assert (good["process"], good["oom_killed"], good["status"]) == ({"role": "app", "pid": 7}, True, "failed")
+    path = record.write_failure(tmp_path / "run.parquet", good)
+    assert record.read_failure(path) == good
+    with pytest.raises(record.FailedRunError) as err:
+        record.read_run_meta(path)
+    assert str(err.value) == (f"{path}: a failure record, not a measured run (go_cpu0.25_mem2048_sc1_load05 rep 2 "
+                              "failed inside the measured window: app (pid 7) killed by SIGKILL, OOM-killed True); "
+                              "delete it (or rerun with --forcerun) to measure the run again")
+    cases = [
+        ({"signal": None, "time": None}, None),
+        ({"status": "measured"}, "failure record has status 'measured', version 1"),
+        ({"failure_version": 2}, "failure record has status 'failed', version 2"),
+        ({"repeat": 0}, "failure record repeat is 0, not a whole number >= 1"),
+        ({"repeat": True}, "failure record repeat is True, not a whole number >= 1"),
+        ({"condition": {"id": condition.id}}, "failure record condition lacks app, vcpu, memory_mb, sidecar_count, "
+                                              "sidecar_load_pct, total_sidecar_load_pct"),
+        ({"exit_status": float("inf")}, "failure record is not plain JSON"),
+    ]
+    for change, message in cases:
+        if message is None:
+            record.validate_failure({**good, **change})
+            continue
+        with pytest.raises(record.RunFileError) as err:
+            record.validate_failure({**good, **change})
+        assert str(err.value).startswith(message), str(err.value)
+    lacking = {key: value for key, value in good.items() if key not in ("phase", "host_name")}
+    with pytest.raises(record.RunFileError) as err:
+        record.validate_failure(lacking)
+    assert str(err.value) == "failure record lacks phase, host_name"
+    # A run file is not a failure record.
+    run = record.write_run(tmp_path / "measured.parquet", hey.parse_csv((FIXTURES / "hey-ok.csv").read_text()),
+                           make_meta(condition, 40))
+    assert record.read_failure(run) is None
+
+
 # ---- failure counting, progress ---------------------------------------------------------------
 
 def test_a_failed_runs_line_says_which_process_died_how_and_where():
