@@ -214,3 +214,65 @@ def test_repeats_come_from_the_preset_unless_given_at_the_top():
     assert load_experiment(config | {"preset": "quick"}).repeats == 1
     with pytest.raises(ConfigError, match=r"config.yaml: presets.quick.repeats: 0 is less than the minimum of 1"):
         load_experiment(config | {"preset": "quick", "presets": {**config["presets"], "quick": {"sets": ["quick"], "repeats": 0}}})
+
+
+def test_limits_are_accepted_down_to_their_documented_minimums_and_refused_below():
+    # README, "Bad input": Docker's smallest CPU limit (0.01) and memory limit (6 MB); what a task needs to start.
+    for app, minimum in (("go", 32), ("next", 128)):
+        expand_set("edge", {"app": [app], "vcpu": [0.01], "memory_mb": [minimum], "sidecar_count": [3],
+                            "sidecar_load_pct": [0, 100]})
+        with pytest.raises(ConfigError) as err:
+            expand_set("edge", {"app": [app], "vcpu": [1], "memory_mb": [minimum - 1], "sidecar_count": [0],
+                                "sidecar_load_pct": [0]})
+        assert str(err.value) == (f"sets.edge.memory_mb: {minimum - 1} is below {minimum} MB, the least a {app} task "
+                                  "needs to start with up to 3 sidecars (README, \"Bad input\")")
+    with pytest.raises(ConfigError) as err:
+        expand_set("edge", {"app": ["go"], "vcpu": [0.009], "memory_mb": [2048], "sidecar_count": [0],
+                            "sidecar_load_pct": [0]})
+    assert str(err.value) == "sets.edge.vcpu: 0.009 is below 0.01, the smallest CPU limit Docker accepts"
+    Condition("go", 1, 6, 0, 0)  # the runner API still takes what Docker takes
+    for kwargs, message in (({"memory_mb": 6.0}, "memory_mb: 6.0 is not a whole number >= 6"),
+                            ({"memory_mb": 5}, "memory_mb: 5 is not a whole number >= 6"),
+                            ({"sidecar_count": -1}, "sidecar_count: -1 is not a whole number from 0 to 3"),
+                            ({"sidecar_count": 1.0}, "sidecar_count: 1.0 is not a whole number from 0 to 3"),
+                            ({"sidecar_load_pct": 100.5}, "sidecar_load_pct: 100.5 is not within 0..100"),
+                            ({"vcpu": float("nan")}, "vcpu: nan is not > 0")):
+        with pytest.raises(ConfigError) as err:
+            Condition(**({"app": "go", "vcpu": 1, "memory_mb": 64, "sidecar_count": 3, "sidecar_load_pct": 5}
+                         | kwargs))
+        assert str(err.value) == message
+    assert Condition("go", 1, 64, 3, 100).total_sidecar_load_pct == 300
+
+
+def test_load_settings_are_refused_naming_the_key_and_accepted_at_their_edges():
+    LoadSettings(duration_s=0.1, concurrency=1, warmup_s=0, ready_timeout_s=0.1, sidecar_burn="cpu")
+    for kwargs, message in (({"duration_s": 0}, "load.duration_s: 0 is not > 0"),
+                            ({"concurrency": 0}, "load.concurrency: 0 is not a whole number >= 1"),
+                            ({"concurrency": 2.0}, "load.concurrency: 2.0 is not a whole number >= 1"),
+                            ({"warmup_s": -1}, "load.warmup_s: -1 is not >= 0"),
+                            ({"ready_timeout_s": 0}, "load.ready_timeout_s: 0 is not > 0"),
+                            ({"sidecar_burn": "gpu"}, "load.sidecar_burn: 'gpu' is not one of wall, cpu")):
+        with pytest.raises(ConfigError) as err:
+            LoadSettings(**kwargs)
+        assert str(err.value) == message
+    assert LoadSettings().as_dict() == {"duration_s": 30, "concurrency": 10, "warmup_s": 0, "ready_timeout_s": 120,
+                                        "sidecar_burn": "wall"}
+
+
+def test_a_set_must_name_every_axis_and_no_other():
+    axes = {"app": ["go"], "vcpu": [1], "memory_mb": [2048], "sidecar_count": [1], "sidecar_load_pct": [5]}
+    with pytest.raises(ConfigError) as err:
+        expand_set("s", {k: v for k, v in axes.items() if k not in ("vcpu", "sidecar_count")})
+    assert str(err.value) == "sets.s: missing axis vcpu, sidecar_count"
+    with pytest.raises(ConfigError) as err:
+        expand_set("s", axes | {"gpu": [1], "disk": [2]})
+    assert str(err.value) == "sets.s: unknown axis disk, gpu"
+    with pytest.raises(ConfigError) as err:
+        expand_set("s", axes | {"app": ["rust"]})
+    assert str(err.value) == "sets.s.app: 'rust' is not one of go, next"
+    with pytest.raises(ConfigError) as err:
+        expand_matrix({"s": axes, "t": axes}, ["s", "u"])
+    assert str(err.value) == "sets: no set named 'u' (known: s, t)"
+    # One sidecar-free run per app and limits, whatever loads the set lists.
+    free = expand_set("s", axes | {"sidecar_count": [0], "sidecar_load_pct": [5, 15]})
+    assert [c.id for c in free] == ["go_cpu1_mem2048_sc0_load00"]
