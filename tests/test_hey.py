@@ -142,3 +142,52 @@ def test_any_rows_hey_can_write_parse_to_the_same_values_and_checks(records):
     assert check.max_offset_s == pytest.approx(max(r[7] for r in records), abs=1e-9)
     if check.span_s > 0:
         assert check.time_coverage == pytest.approx(sum(r[0] for r in records) / (10 * check.span_s))
+
+
+def test_cells_hey_never_writes_are_refused():
+    header = ",".join(hey.CSV_COLUMNS)
+    with pytest.raises(hey.HeyOutputError, match=r"^hey CSV has empty or non-numeric cells$"):
+        hey.parse_csv(f"{header}\n0.0054,0.0005,,0.0001,0.0040,0.0007,200,0.0001\n")
+    with pytest.raises(ValueError):
+        hey.parse_csv(f"{header}\n0.0054,0.0005,abc,0.0001,0.0040,0.0007,200,0.0001\n")
+    with pytest.raises(hey.HeyOutputError, match=r"^hey CSV has non-integer status codes$"):
+        hey.parse_csv(f"{header}\n0.0054,0.0005,0.0000,0.0001,0.0040,0.0007,200.5,0.0001\n")
+    # Lines before the header (a wrapper's own output) are skipped.
+    assert len(hey.parse_csv(f"starting\n{header}\n0.0054,0.0005,0.0000,0.0001,0.0040,0.0007,200,0.0001\n")) == 1
+
+
+def one_request(status=200, offset=0.5, response_time=0.01):
+    row = f"{response_time:.4f},0.0005,0.0000,0.0001,0.0040,0.0007,{status},{offset:.4f}"
+    return hey.parse_csv(",".join(hey.CSV_COLUMNS) + "\n" + row + "\n")
+
+
+def test_status_codes_100_to_599_are_kept_and_only_2xx_count_as_success():
+    for status, non_2xx in ((100, 1), (199, 1), (200, 0), (299, 0), (300, 1), (599, 1)):
+        assert hey.check_samples(one_request(status), 1, 1).non_2xx == non_2xx, status
+    for status in (99, 600):
+        with pytest.raises(ValueError, match=rf"^hey recorded status codes outside 100..599: \[{status}\]$"):
+            hey.check_samples(one_request(status), 1, 1)
+
+
+def test_offsets_may_run_one_second_past_the_window_and_never_before_it():
+    assert hey.check_samples(one_request(offset=31.0), 30, 1).max_offset_s == 31.0
+    with pytest.raises(ValueError) as err:
+        hey.check_samples(one_request(offset=31.0001), 30, 1)
+    assert str(err.value) == "hey offsets span 31.0001..31.0001 s, outside the 30 s window"
+    samples = one_request(offset=0.0)
+    samples["offset_s"] = -0.0001
+    with pytest.raises(ValueError, match="outside the 30 s window"):
+        hey.check_samples(samples, 30, 1)
+
+
+def test_time_coverage_is_busy_time_over_concurrency_times_the_window():
+    samples = one_request(offset=0.0, response_time=0.5)
+    assert hey.check_samples(samples, 1, 1).time_coverage == 1.0
+    assert hey.check_samples(samples, 1, 4).time_coverage == 0.25
+    instant = one_request(offset=0.0, response_time=0.0)
+    assert (hey.check_samples(instant, 1, 1).span_s, hey.check_samples(instant, 1, 1).time_coverage) == (0.0, 0.0)
+
+
+def test_heys_start_on_the_uptime_clock():
+    assert hey.parse_start_uptime("@@usage_ns 1\n@@start_uptime 1234.56\n@@usage_ns 2\n") == 1234.56
+    assert hey.parse_start_uptime("@@usage_none\n") is None
