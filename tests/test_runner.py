@@ -227,6 +227,49 @@ def test_a_failure_record_is_refused_unless_complete_and_plain(tmp_path):
     assert record.read_failure(run) is None
 
 
+def test_analysis_reads_name_the_file_and_keep_a_failure_a_failure(tmp_path):
+    from sidecar_bench import runfile
+
+    samples = hey.parse_csv((FIXTURES / "hey-ok.csv").read_text())
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    run = record.write_run(tmp_path / "run.parquet", samples, make_meta(condition, len(samples)))
+    assert runfile.read_meta(run) == record.read_run_meta(run)
+    columns = runfile.read_columns(run, ["response_time_s", "status_code"])
+    assert list(columns) == ["response_time_s", "status_code"]
+    assert columns["response_time_s"].tolist() == samples["response_time_s"].tolist()
+    assert runfile.read_failure(run) is None
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet")
+    with pytest.raises(record.RunFileError, match=rf"^{broken}: not a readable Parquet run file \(.*\); rerun its "
+                                                  r"condition$"):
+        runfile.read_meta(broken)
+    assert runfile.read_failure(broken) is None
+    with pytest.raises(record.RunFileError, match=rf"^{run}: cannot read columns \['nope'\] \("):
+        runfile.read_columns(run, ["nope"])
+    v3 = make_meta(condition, len(samples))
+    v3["format_version"] = 3
+    table = record.RunRecord.from_samples(samples, make_meta(condition, len(samples))).rows
+    import pyarrow.parquet as pq
+    pq.write_table(table.replace_schema_metadata({record.METADATA_KEY: json.dumps(v3).encode()}), tmp_path / "v3.parquet")
+    with pytest.raises(record.RunFileError) as err:
+        runfile.read_meta(tmp_path / "v3.parquet")
+    assert str(err.value) == f"{tmp_path / 'v3.parquet'}: run metadata format_version is 3, this code reads 1 and 2"
+    failure = record.failure_record(condition.as_dict(), 1, LoadSettings().as_dict(), "boom",
+                                    {"role": "app", "pid": 7, "exit_status": 1, "phase": "start"}, "local", "t")
+    failed = record.write_failure(tmp_path / "failed.parquet", failure)
+    with pytest.raises(record.FailedRunError) as err:
+        runfile.read_meta(failed)
+    assert str(err.value).startswith(f"{failed}: a failure record, not a measured run (") and \
+        not str(err.value).startswith(f"{failed}: {failed}")
+    assert runfile.read_failure(failed) == failure
+    bad = {**failure, "repeat": 0}
+    pq.write_table(record.SCHEMA.empty_table().replace_schema_metadata({record.FAILURE_KEY: json.dumps(bad).encode()}),
+                   tmp_path / "bad-failure.parquet")
+    with pytest.raises(record.RunFileError) as err:
+        runfile.read_failure(tmp_path / "bad-failure.parquet")
+    assert str(err.value) == f"{tmp_path / 'bad-failure.parquet'}: failure record repeat is 0, not a whole number >= 1"
+
+
 # ---- failure counting, progress ---------------------------------------------------------------
 
 def test_a_failed_runs_line_says_which_process_died_how_and_where():
