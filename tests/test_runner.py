@@ -450,6 +450,32 @@ def test_tcp_counters_by_name_and_a_namespace_without_them():
     assert str(err.value) == "/proc/net/snmp has no Tcp: lines: 'Ip: Forwarding\\nIp: 1\\n'"
 
 
+def test_the_apps_served_count_and_tcp_counters_come_from_one_probe():
+    snmp = (FIXTURES / "snmp-before.txt").read_text()
+    counters, served = runner.parse_netns_probe(f"{snmp}@@stats\n{{\"served\": 1234}}\n")
+    assert served == 1234 and counters == tcp("snmp-before.txt")
+    for answer in ("curl: (7) Failed to connect", '{"count": 3}', '["served"]'):
+        with pytest.raises(runner.RunError) as err:
+            runner.parse_netns_probe(f"{snmp}@@stats\n{answer}\n")
+        assert str(err.value) == f"the app's /stats did not answer {{\"served\": N}}: {answer!r}"
+
+
+def test_the_role_whose_process_is_gone_or_replaced_is_named():
+    def snapshot(processes):
+        line = "{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 1 0 0 0 20 0 1 0 {start} 0 0"
+        return runner.cgroup.TaskSnapshot(counters=None, roles={"app": 10, "proxy": 11, "agent": 12}, clk_tck=100,
+                                          processes=tuple(runner.cgroup.parse_proc_stat(line.format(pid=pid, start=start))
+                                                          for pid, start in processes))
+
+    before = snapshot([(10, 500), (11, 501), (12, 502)])
+    nobody = {"role": None, "pid": None, "exit_status": None, "signal": None}
+    assert runner._role_gone(before, snapshot([(10, 500), (11, 501), (12, 502), (13, 900)])) == nobody
+    assert runner._role_gone(before, snapshot([(10, 500), (12, 502)])) == {**nobody, "role": "proxy", "pid": 11}
+    # The same pid started again later is another process.
+    assert runner._role_gone(before, snapshot([(10, 500), (11, 501), (12, 777)])) == {**nobody, "role": "agent",
+                                                                                      "pid": 12}
+
+
 def test_an_exit_status_above_128_is_a_signal_and_128_itself_is_not():
     line = "entrypoint: app (pid 7) exited with status {}; stopping the sidecars\n"
     assert runner.process_exit(line.format(129))["signal"] == "SIGHUP"
