@@ -293,12 +293,27 @@ def test_a_v2_cgroup_without_the_cpu_controller_counts_usage_only():
         source="cgroup-v2", nr_periods=0, nr_throttled=0, throttled_ns=0, usage_ns=1_500_000)
 
 
-def test_a_v1_snapshot_missing_cpuacct_has_no_counters_instead_of_failing():
-    # Without cpuacct.usage the runner brackets the window with the Docker stats API instead.
+def test_a_v1_snapshot_missing_cpuacct_or_cpu_stat_has_no_counters_instead_of_failing():
+    # Without either file the runner brackets the window with the Docker stats API instead.
     text = (FIXTURES / "snapshot-v1-after.txt").read_text()
-    start = text.index("@@file /sys/fs/cgroup/cpuacct/cpuacct.usage")
-    end = text.index("@@file", start + 1)
-    assert cgroup.parse_snapshot(text[:start] + text[end:]).counters is None
+    for path in ("/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu/cpu.stat"):
+        start = text.index(f"@@file {path}")
+        end = text.index("@@file", start + 1)
+        assert cgroup.parse_snapshot(text[:start] + text[end:]).counters is None, path
+
+
+def test_lines_outside_a_file_are_ignored():
+    # A shell's warning on stdout, before the first file or after a process line, is not part of any file.
+    text = (FIXTURES / "snapshot-v2-after.handwritten.txt").read_text()
+    noisy = "sh: warning\n" + text.replace("@@clk_tck 100\n", "@@clk_tck 100\nnoise\n")
+    noisy = noisy.replace("@@cpu cpu3 0 0 0 0 0 0 0 0 0 0\n", "@@cpu cpu3 0 0 0 0 0 0 0 0 0 0\nnoise\n")
+    noisy = noisy.replace("\n@@stat 7 ", "\nnoise\n@@stat 7 ") + "trailing\n"
+    assert cgroup.parse_snapshot(noisy) == cgroup.parse_snapshot(text)
+
+
+def test_v1_without_a_cpu_limit_reads_quota_minus_one():
+    limits = cgroup.parse_limits({cgroup.V1_FILES[2]: "-1\n", cgroup.V1_FILES[3]: "100000\n"})
+    assert (limits.cpu_quota_us, limits.vcpu) == (-1, None)
 
 
 def test_docker_stats_without_throttling_or_memory_data():
@@ -331,8 +346,11 @@ def test_snapshot_clock_ticks_uptime_and_roles_default():
     assert (parsed.clk_tck, parsed.uptime_s, parsed.roles) == (250, None, {})
     # No tick rate printed: Linux's USER_HZ, 100.
     assert cgroup.parse_snapshot(text.replace("@@clk_tck 100\n", "")).clk_tck == 100
-    with pytest.raises(cgroup.SnapshotError, match=r"^snapshot output is cut short \(no @@end\): '.*@@stat 9 "):
-        cgroup.parse_snapshot(text.replace("@@end", ""))
+    cut = text.replace("@@end", "")
+    with pytest.raises(cgroup.SnapshotError) as err:
+        cgroup.parse_snapshot(cut)
+    # The end of what arrived, where it was cut.
+    assert str(err.value) == f"snapshot output is cut short (no @@end): {cut[-300:]!r}"
     with pytest.raises(cgroup.SnapshotError, match=r"^/sys/fs/cgroup/cpu.stat is missing from the snapshot$"):
         cgroup.parse_v2({})
 
@@ -378,6 +396,12 @@ def test_host_cpu_is_none_unless_both_snapshots_have_it_and_never_goes_backwards
                                host=cgroup.HostCpu(cpus=2, busy_ticks=after.host.busy_ticks,
                                                    total_ticks=after.host.total_ticks + 200))
     assert cgroup.host_cpu_delta(after, idle) == {"cpus": 2, "busy_s": 0.0, "total_s": 2.0}
+    # Busy time going backwards alone (another host's counters) is refused too.
+    other = cgroup.TaskSnapshot(counters=None, roles={}, processes=(), clk_tck=100,
+                                host=cgroup.HostCpu(cpus=4, busy_ticks=after.host.busy_ticks - 1,
+                                                    total_ticks=after.host.total_ticks + 100))
+    with pytest.raises(cgroup.SnapshotError, match=r"went backwards \(busy -1, total 100 ticks\)"):
+        cgroup.host_cpu_delta(after, other)
     # No tick passed at all between two reads.
     assert cgroup.host_cpu_delta(after, after) == {"cpus": 4, "busy_s": 0.0, "total_s": 0.0}
     with pytest.raises(cgroup.SnapshotError, match=r"^/proc/stat went backwards \(busy -415, total -1415 ticks\)$"):
