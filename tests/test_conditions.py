@@ -10,8 +10,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar_bench.conditions import APPS, MAX_SIDECARS, Condition, ConfigError, LoadSettings, expand_matrix, expand_set
-from sidecar_bench.experiment import check_config, load_experiment
+from sidecar_bench.conditions import (APPS, MAX_SIDECARS, Condition, ConfigError, LoadSettings, check_startable,
+                                      expand_matrix, expand_set)
+from sidecar_bench.experiment import Host, check_config, check_host, load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -276,3 +277,59 @@ def test_a_set_must_name_every_axis_and_no_other():
     # One sidecar-free run per app and limits, whatever loads the set lists.
     free = expand_set("s", axes | {"sidecar_count": [0], "sidecar_load_pct": [5, 15]})
     assert [c.id for c in free] == ["go_cpu1_mem2048_sc0_load00"]
+
+
+def test_an_experiment_carries_its_preset_image_and_hosts(tmp_path):
+    tls = {}
+    for key in ("ca_cert", "client_cert", "client_key"):
+        (tmp_path / key).write_text("x")
+        tls[key] = str(tmp_path / key)
+    hosts = [{"name": "near", "url": "ssh://me@near"}, {"name": "far", "url": "tcp://far:2376", "tls": tls},
+             {"name": "local"}]
+    experiment = load_experiment(CONFIG | {"preset": "quick", "hosts": hosts})
+    assert experiment.preset == "quick"
+    assert experiment.image == check_config(CONFIG)["image"] and experiment.image["base"]
+    assert experiment.hosts == (Host("near", "ssh://me@near", None), Host("far", "tcp://far:2376", tls),
+                                Host("local", None, None))
+
+
+def test_checking_a_config_leaves_the_callers_config_as_it_was():
+    config = copy.deepcopy(CONFIG) | {"hosts": [{"name": "a"}]}
+    before = copy.deepcopy(config)
+    check_config(config)
+    assert config == before
+
+
+def test_numbers_given_as_text_are_numbers_in_every_section_and_other_text_stays_text():
+    config = copy.deepcopy(CONFIG)
+    config["sets"]["quick"]["vcpu"] = ["0.25"]
+    config["presets"]["quick"]["repeats"] = "3"
+    experiment = load_experiment(config | {"preset": "quick"})
+    assert {c.vcpu for c in experiment.conditions} == {0.25} and experiment.repeats == 3
+    # YAML would read "true" as a boolean: only numbers are converted.
+    with pytest.raises(ConfigError, match=r"load.sidecar_burn: 'true' is not one of \['wall', 'cpu'\]"):
+        load_experiment(CONFIG | {"load": {"sidecar_burn": "true"}})
+
+
+def test_errors_name_the_file_they_came_from_and_an_empty_preset():
+    with pytest.raises(ConfigError, match=r"^other.yaml: load.concurrency: 0 is less than the minimum of 1"):
+        load_experiment(CONFIG | {"load": {"concurrency": 0}}, source="other.yaml")
+    for empty in ("", None):
+        with pytest.raises(ConfigError) as err:
+            load_experiment(CONFIG | {"preset": empty})
+        assert str(err.value).startswith("config.yaml: preset: empty; name one of the presets (article, ")
+    with pytest.raises(ConfigError, match=r"^memory_mb: 16 is below 32 MB, the least a go task needs"):
+        check_startable(Condition("go", 1, 16, 0, 0))
+
+
+def test_plain_tcp_to_a_host_name_or_no_host_is_refused_and_loopback_is_not():
+    for url, hostname in (("tcp://buildbox:2375", "buildbox"), ("tcp://:2375", "None")):
+        with pytest.raises(ConfigError) as err:
+            check_host({"name": "b", "url": url}, "config.yaml: hosts[0]", {})
+        assert str(err.value) == (
+            f"config.yaml: hosts[0].url: {url!r} is plain TCP without TLS to {hostname}, not loopback: anyone on the "
+            "way can read the engine's traffic and drive it, which is root on that machine (host 'b'). Use "
+            "ssh://user@host, or tcp:// with tls (ca_cert, client_cert, client_key); or set insecure_tcp: true on "
+            "this host to accept the risk")
+    for url in ("tcp://127.0.0.1:2375", "tcp://localhost:2375", "tcp://[::1]:2375"):
+        check_host({"name": "b", "url": url}, "config.yaml: hosts[0]", {})
