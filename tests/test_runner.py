@@ -192,7 +192,11 @@ def test_a_failure_record_is_refused_unless_complete_and_plain(tmp_path):
                                  {"role": "app", "pid": 7, "exit_status": 137, "signal": "SIGKILL", "oom_killed": 1,
                                   "phase": "window", "container_status": "exited", "container_exit_code": 137},
                                  "local", "2026-12-01T00:00:00+00:00")
-    assert (good["process"], good["oom_killed"], good["status"]) == ({"role": "app", "pid": 7}, True, "failed")
+    assert good == {"failure_version": 1, "status": "failed", "condition": condition.as_dict(), "repeat": 2,
+                    "load": LoadSettings().as_dict(), "error": "boom", "process": {"role": "app", "pid": 7},
+                    "exit_status": 137, "signal": "SIGKILL", "oom_killed": True, "phase": "window",
+                    "container_status": "exited", "container_exit_code": 137, "host_name": "local",
+                    "time": "2026-12-01T00:00:00+00:00"}
     path = record.write_failure(tmp_path / "run.parquet", good)
     assert record.read_failure(path) == good
     with pytest.raises(record.FailedRunError) as err:
