@@ -93,6 +93,36 @@ def test_a_bad_record_writes_nothing_and_keeps_the_old_file(two_run_files):
     assert sorted(p.name for p in directory.iterdir()) == sorted(p.name for p in paths)
 
 
+def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leaves_nothing(two_run_files,
+                                                                                          monkeypatch):
+    # README: runs are written to a temporary name and renamed; a reader never sees half a run.
+    directory, samples, paths = two_run_files
+    complete = sorted(p.name for p in paths)
+    write_table = record.pq.write_table
+    seen = []
+
+    def written_not_yet_renamed(table, where, **kwargs):
+        write_table(table, where, **kwargs)
+        seen.append(sorted(Path(f).name for f in ds.dataset(directory, format="parquet").files))
+        seen.append(sorted(p.name for p in directory.glob("*.parquet")))
+
+    monkeypatch.setattr(record.pq, "write_table", written_not_yet_renamed)
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    record.write_run(directory / "new.parquet", samples, meta)
+    assert seen == [complete, complete]
+
+    def interrupted(table, where, **kwargs):
+        write_table(table, where, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record.pq, "write_table", interrupted)
+    before = paths[0].read_bytes()
+    with pytest.raises(KeyboardInterrupt):
+        record.write_run(paths[0], samples, meta)
+    assert paths[0].read_bytes() == before
+    assert sorted(p.name for p in directory.iterdir()) == sorted([*complete, "new.parquet"])
+
+
 def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
     directory, samples, paths = two_run_files
     condition = Condition("go", 0.25, 2048, 0, 0)
