@@ -312,6 +312,8 @@ def test_numbers_given_as_text_are_numbers_in_every_section_and_other_text_stays
 
 
 def test_errors_name_the_file_they_came_from_and_an_empty_preset():
+    with pytest.raises(ConfigError, match=r"^config.yaml: load.concurrency: 0 is less than the minimum of 1"):
+        check_config(CONFIG | {"load": {"concurrency": 0}})
     with pytest.raises(ConfigError, match=r"^other.yaml: load.concurrency: 0 is less than the minimum of 1"):
         load_experiment(CONFIG | {"load": {"concurrency": 0}}, source="other.yaml")
     for empty in ("", None):

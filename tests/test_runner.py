@@ -106,10 +106,15 @@ def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leav
         seen.append(sorted(Path(f).name for f in ds.dataset(directory, format="parquet").files))
         seen.append(sorted(p.name for p in directory.glob("*.parquet")))
 
-    monkeypatch.setattr(record.pq, "write_table", written_not_yet_renamed)
+    def written_not_yet_renamed_hidden(table, where, **kwargs):
+        written_not_yet_renamed(table, where, **kwargs)
+        # Beside its final name (one file system: the rename is atomic), hidden from dataset readers.
+        seen.append([p.name.startswith(".new.parquet.") for p in directory.iterdir() if p.name.startswith(".")])
+
+    monkeypatch.setattr(record.pq, "write_table", written_not_yet_renamed_hidden)
     meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
     record.write_run(directory / "new.parquet", samples, meta)
-    assert seen == [complete, complete]
+    assert seen == [complete, complete, [True]]
 
     def interrupted(table, where, **kwargs):
         write_table(table, where, **kwargs)
@@ -121,6 +126,33 @@ def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leav
         record.write_run(paths[0], samples, meta)
     assert paths[0].read_bytes() == before
     assert sorted(p.name for p in directory.iterdir()) == sorted([*complete, "new.parquet"])
+
+
+def test_complete_rows_write_as_they_are_and_into_a_directory_not_yet_made(two_run_files):
+    directory, samples, paths = two_run_files
+    frame, meta = record.read_run(paths[1])
+    again = record.write_run(directory / "deep" / "er" / "copy.parquet", frame, meta)
+    copied, copied_meta = record.read_run(again)
+    assert copied.equals(frame) and copied_meta == meta
+
+
+def test_version_2_values_at_their_edges(two_run_files):
+    directory, samples, paths = two_run_files
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    meta["window"]["load_s"] = 0.5  # a window shorter than a second is a window
+    record.validate_meta(meta)
+    meta["host"] = None
+    del meta["loadgen"]["cpu_s"]
+    with pytest.raises(record.RunFileError, match=r"^run metadata loadgen lacks cpu_s$"):
+        record.validate_meta(meta)
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    del meta["repeat"], meta["limits"]
+    with pytest.raises(record.RunFileError, match=r"^run metadata \(format_version 2\) lacks repeat, limits$"):
+        record.validate_meta(meta)
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    del meta["host"]["cpus"], meta["host"]["total_s"]
+    with pytest.raises(record.RunFileError, match=r"^run metadata host lacks cpus, total_s$"):
+        record.validate_meta(meta)
 
 
 def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
@@ -296,6 +328,13 @@ def test_analysis_reads_name_the_file_and_keep_a_failure_a_failure(tmp_path):
     assert str(err.value).startswith(f"{failed}: a failure record, not a measured run (") and \
         not str(err.value).startswith(f"{failed}: {failed}")
     assert runfile.read_failure(failed) == failure
+    # A damaged failure record (no condition) is still refused as a failure, saying it cannot tell which.
+    pq.write_table(record.SCHEMA.empty_table().replace_schema_metadata(
+        {record.FAILURE_KEY: json.dumps({"status": "failed"}).encode()}), tmp_path / "damaged.parquet")
+    with pytest.raises(record.FailedRunError) as err:
+        record.read_run_meta(tmp_path / "damaged.parquet")
+    assert str(err.value) == (f"{tmp_path / 'damaged.parquet'}: a failure record, not a measured run (?); delete it "
+                              "(or rerun with --forcerun) to measure the run again")
     bad = {**failure, "repeat": 0}
     pq.write_table(record.SCHEMA.empty_table().replace_schema_metadata({record.FAILURE_KEY: json.dumps(bad).encode()}),
                    tmp_path / "bad-failure.parquet")
