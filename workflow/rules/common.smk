@@ -93,6 +93,9 @@ def get_repeat_priority(wildcards):
 
 
 def get_final_outputs():
+    """The analysis outputs, and every run file they read as a target of its own: Snakemake remakes a missing
+    input only of a job that has to run anyway, so a deleted run file of an up-to-date summary would stay
+    missing unless a target names it."""
     return [
         f"results/{PRESET}/summary.parquet",
         f"results/{PRESET}/tables",
@@ -100,4 +103,4 @@ def get_final_outputs():
         f"results/{PRESET}/calibration/calibration.csv",
         f"results/{PRESET}/model/tables",
         f"results/{PRESET}/model/charts",
-    ]
+    ] + sorted(set(RUN_FILES) | set(CALIBRATION_RUN_FILES))

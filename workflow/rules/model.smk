@@ -112,9 +112,11 @@ if BURN_PEERS:
 
 
 # `snakemake calibration` / `snakemake model`: the targets of this file for the chosen preset.
+# Each names the run files it reads too (see get_final_outputs): a deleted one is measured again.
 rule calibration:
     input:
         f"results/{PRESET}/calibration/calibration.csv",
+        CALIBRATION_RUN_FILES,
 
 
 rule model:
@@ -122,6 +124,7 @@ rule model:
         f"results/{PRESET}/model/tables",
         f"results/{PRESET}/model/charts",
         BURN_OUTPUTS,
+        sorted(set(RUN_FILES) | set(CALIBRATION_RUN_FILES)),
 
 
 localrules:
