@@ -116,7 +116,7 @@ def test_repeats_zero_names_the_key_and_the_value(project):
     assert "config.yaml: repeats: 0 is less than the minimum of 1" in done.stdout + done.stderr
 
 
-# ---- after a complete run: a missing run file --------------------------------------------------------
+# ---- after a complete run: a missing run file, the analysis code -------------------------------------
 
 QUICK = ("--config", "preset=quick")
 QUICK_MATRIX = {
@@ -125,6 +125,7 @@ QUICK_MATRIX = {
     "next_cpu0.25_mem2048_sc3_load00",
     "next_cpu0.25_mem2048_sc3_load05",
 }
+ANALYSIS = ("aggregate_runs", "make_tables", "plot_charts", "calibrate", "model_report")
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +176,48 @@ def test_a_deleted_calibration_run_is_measured_again_and_only_it(finished):
         assert planned(plan) == {"run_calibration": 1, "calibrate": 1, **({} if target == ("calibration",) else
                                                                           {"model_report": 1})}, plan.output
         assert plan.conditions == {run.parent.name} and plan.repeats == {2}
+
+
+def append(path, text="\n# edited\n"):
+    path.write_text(path.read_text() + text)
+
+
+def test_editing_the_charts_module_remakes_the_charts_and_measures_nothing(finished):
+    append(finished / "scripts/sidecar_bench/charts.py")
+    plan = dry_run(finished, *QUICK)
+    assert planned(plan) == {"plot_charts": 1, "model_report": 1}, plan.output
+    assert "Updated input files: scripts/sidecar_bench/charts.py" in plan.output
+
+
+def test_editing_the_statistics_remakes_every_analysis_step_and_measures_nothing(finished):
+    append(finished / "scripts/sidecar_bench/stats.py")
+    plan = dry_run(finished, *QUICK)
+    assert planned(plan) == {rule: 1 for rule in ANALYSIS}, plan.output
+
+
+def test_editing_an_analysis_script_remakes_its_outputs(finished):
+    # The code rerun trigger is off (profiles/default): the script is an input of its own rule.
+    append(finished / "scripts/make_tables.py")
+    assert planned(dry_run(finished, *QUICK)) == {"make_tables": 1}
+
+
+def test_a_module_both_sides_import_remakes_the_analysis_and_no_run(finished):
+    # record.py reads and writes run files: the runner and the analysis both import it.
+    append(finished / "scripts/sidecar_bench/record.py")
+    plan = dry_run(finished, *QUICK)
+    assert planned(plan) == {rule: 1 for rule in ANALYSIS}, plan.output
+
+
+def test_editing_the_runners_code_reruns_nothing(finished):
+    for path in ("scripts/sidecar_bench/runner.py", "scripts/sidecar_bench/job.py", "scripts/run_condition.py"):
+        append(finished / path)
+    plan = dry_run(finished, *QUICK)
+    assert plan.nothing_to_do, plan.output
+
+
+def test_checking_out_an_unchanged_analysis_module_reruns_nothing(finished):
+    # Newer but with the checksum recorded when the outputs were made: not an update.
+    charts = finished / "scripts/sidecar_bench/charts.py"
+    charts.write_text(charts.read_text())
+    plan = dry_run(finished, *QUICK)
+    assert plan.nothing_to_do, plan.output

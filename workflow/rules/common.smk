@@ -7,6 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
+from sidecar_bench.codedeps import project_code
 from sidecar_bench.conditions import ConfigError
 from sidecar_bench.experiment import check_config, load_experiment
 from sidecar_bench.image import inputs_digest
@@ -90,6 +91,17 @@ def get_repeat_priority(wildcards):
     """Every condition's first repetition before any second one: slow drift of the host then
     spreads over all conditions instead of posing as a difference between them."""
     return max(REPEATS - int(wildcards.repeat), 0)
+
+
+def get_analysis_code(script):
+    """The analysis script scripts/<script>.py and every project module it imports: inputs of its rule, so that
+    an edit of either remakes the rule's outputs. Run rules never list them (see profiles/default).
+    """
+    scripts = Path(workflow.basedir) / "scripts"
+    return [
+        os.path.relpath(path)
+        for path in project_code(scripts / f"{script}.py", scripts)
+    ]
 
 
 def get_final_outputs():

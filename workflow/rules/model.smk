@@ -34,6 +34,7 @@ rule run_calibration:
 rule calibrate:
     input:
         runs=CALIBRATION_RUN_FILES,
+        code=get_analysis_code("calibrate"),
     output:
         summary="results/{preset}/calibration/summary.parquet",
         summary_csv="results/{preset}/calibration/summary.csv",
@@ -58,6 +59,7 @@ rule model_report:
         runs_summary=rules.aggregate_runs.output.runs_parquet,
         calibration=rules.calibrate.output.csv,
         reference="workflow/reference/article-results.csv",
+        code=get_analysis_code("model_report"),
     output:
         tables=report(
             directory("results/{preset}/model/tables"),
@@ -92,6 +94,7 @@ if BURN_PEERS:
             summaries=[rules.aggregate_runs.output.parquet.format(preset=PRESET)]
             + [f"results/{peer}/summary.parquet" for peer in BURN_PEERS],
             reference="workflow/reference/article-results.csv",
+            code=get_analysis_code("burn_comparison"),
         output:
             burn=report(
                 directory("results/{preset}/model/burn"),
