@@ -7,6 +7,7 @@ this test's own even while other workflows use the engine.
 """
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -116,16 +117,25 @@ def test_sigkill_keeps_finished_runs_and_the_next_invocation_runs_only_what_is_m
     try:
         interrupted = wait_mid_run(process, project, client, memory)
         pids = job_pids(process)
+        assert {c["Labels"][runner.PART_LABEL] for c in containers_of(client, {interrupted}, "running")} == \
+            {"task", "loadgen"}
         # kill -9 of Snakemake and its job (a closed terminal's session, the OOM killer): nothing cleans up.
         os.killpg(process.pid, signal.SIGKILL)
+        killed = time.monotonic()
         process.wait(timeout=30)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+    # The task (app and sidecars) and the load generator stop with the job that attached them, not at their
+    # deadline minutes later (about 0.1 s here; the bound is generous for a loaded machine).
+    wait_until(lambda: containers_of(client, {interrupted}, "running") == [], 15,
+               "the task or the load generator of the killed job is still running")
+    logging.getLogger(__name__).warning("the killed job's containers stopped %.1f s after the kill",
+                                        time.monotonic() - killed)
     finished = set(run_files(project))
     assert finished == conditions(memory) - {interrupted}
     assert no_partial_files(project) == []
-    # Left behind, found by label; the lease went with its holder.
+    # Left behind stopped, found by label; the lease went with its holder.
     assert {c["Labels"][runner.PART_LABEL] for c in containers_of(client, {interrupted})} == {"task", "loadgen"}
     wait_until(lambda: not lease_of_pids(client, pids), 10, "the dead job's lease was not released")
 

@@ -7,17 +7,22 @@ also proves that the per-engine lock recognises one engine under two names.
 """
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
+import docker
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from workflow_helpers import ROOT, copy_project, snakemake, write_config
+from conftest import as_from_a_terminal, wait_until
+from test_faults import containers_of, targets, tiny_config, wait_mid_run
+from workflow_helpers import ROOT, SNAKEMAKE, copy_project, snakemake, write_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -84,3 +89,32 @@ def test_a_small_matrix_runs_on_an_engine_reached_over_ssh(tmp_path, ssh_engine)
         assert meta["cgroup"]["nr_periods"] > 0
     images = json.loads((project / "results" / "images" / "go-sidecar.json").read_text())
     assert list(images["hosts"]) == ["viassh"]
+
+
+def test_sigkill_of_the_workflow_stops_the_remote_task_and_load_generator_within_seconds(tmp_path, ssh_engine):
+    # The attach connection that ties the containers to the job runs through ssh: the job's death closes the
+    # ssh session, sshd's `docker system dial-stdio` ends, and the engine closes the containers' stdin.
+    url, home = ssh_engine
+    memory = 525
+    project = copy_project(tmp_path / "project")
+    write_config(project, **tiny_config(memory, hosts=[{"name": "viassh", "url": url}]))
+    client = docker.from_env()  # the same engine, seen from here
+    log = open(project / "snakemake.out", "w")
+    process = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "1", "--directory", str(project), "--snakefile", str(project / "Snakefile"),
+         *targets(memory)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=as_from_a_terminal,
+        env={**os.environ, "HOME": home, "DOCKER_HOST": "unix:///nonexistent.sock"})
+    try:
+        interrupted = wait_mid_run(process, project, client, memory)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    try:
+        wait_until(lambda: containers_of(client, {interrupted}, "running") == [], 15,
+                   "the task or the load generator of the killed job is still running on the remote engine")
+    finally:
+        for container in containers_of(client, {interrupted}):
+            client.api.remove_container(container["Id"], force=True)
