@@ -7,6 +7,7 @@ also proves that the per-engine lock recognises one engine under two names.
 """
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -20,8 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from conftest import as_from_a_terminal, wait_until
-from test_faults import containers_of, targets, tiny_config, wait_mid_run
+from conftest import as_from_a_terminal
+from test_faults import containers_of, deaths, run_files, targets, tiny_config, wait_mid_run
 from workflow_helpers import ROOT, SNAKEMAKE, copy_project, snakemake, write_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -97,7 +98,9 @@ def test_sigkill_of_the_workflow_stops_the_remote_task_and_load_generator_within
     url, home = ssh_engine
     memory = 525
     project = copy_project(tmp_path / "project")
-    write_config(project, **tiny_config(memory, hosts=[{"name": "viassh", "url": url}]))
+    config = tiny_config(memory, hosts=[{"name": "viassh", "url": url}])
+    config["presets"]["faults"]["load"]["duration_s"] = 20  # the kill lands inside the window, even on a slow engine
+    write_config(project, **config)
     client = docker.from_env()  # the same engine, seen from here
     log = open(project / "snakemake.out", "w")
     process = subprocess.Popen(
@@ -106,15 +109,23 @@ def test_sigkill_of_the_workflow_stops_the_remote_task_and_load_generator_within
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=as_from_a_terminal,
         env={**os.environ, "HOME": home, "DOCKER_HOST": "unix:///nonexistent.sock"})
     try:
-        interrupted = wait_mid_run(process, project, client, memory)
+        interrupted = wait_mid_run(process, project, client, memory, timeout=600)  # may wait for the lease
+        killed = time.time()
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+    # The job died with its run unfinished (it could not remove its containers itself).
+    assert interrupted not in run_files(project), (project / "snakemake.out").read_text()[-3000:]
     try:
-        wait_until(lambda: containers_of(client, {interrupted}, "running") == [], 15,
-                   "the task or the load generator of the killed job is still running on the remote engine")
+        died = deaths(client, interrupted, killed)
+        assert {part: code for part, (_, code) in died.items()} == {"task": 137, "loadgen": 137}
+        logging.getLogger(__name__).warning("the killed job's remote containers stopped %s s after the kill",
+                                            {part: round(after, 2) for part, (after, _) in died.items()})
     finally:
         for container in containers_of(client, {interrupted}):
-            client.api.remove_container(container["Id"], force=True)
+            try:
+                client.api.remove_container(container["Id"], force=True)
+            except docker.errors.APIError:  # gone meanwhile, or being removed by another job's sweep
+                pass
