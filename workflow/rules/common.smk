@@ -7,6 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
+from sidecar_bench.codedeps import project_code
 from sidecar_bench.conditions import ConfigError
 from sidecar_bench.experiment import check_config, load_experiment
 from sidecar_bench.image import inputs_digest
@@ -92,7 +93,21 @@ def get_repeat_priority(wildcards):
     return max(REPEATS - int(wildcards.repeat), 0)
 
 
+def get_analysis_code(script):
+    """The analysis script scripts/<script>.py and every project module it imports: inputs of its rule, so that
+    an edit of either remakes the rule's outputs. Run rules never list them (see profiles/default).
+    """
+    scripts = Path(workflow.basedir) / "scripts"
+    return [
+        os.path.relpath(path)
+        for path in project_code(scripts / f"{script}.py", scripts)
+    ]
+
+
 def get_final_outputs():
+    """The analysis outputs, and every run file they read as a target of its own: Snakemake remakes a missing
+    input only of a job that has to run anyway, so a deleted run file of an up-to-date summary would stay
+    missing unless a target names it."""
     return [
         f"results/{PRESET}/summary.parquet",
         f"results/{PRESET}/tables",
@@ -100,4 +115,4 @@ def get_final_outputs():
         f"results/{PRESET}/calibration/calibration.csv",
         f"results/{PRESET}/model/tables",
         f"results/{PRESET}/model/charts",
-    ]
+    ] + sorted(set(RUN_FILES) | set(CALIBRATION_RUN_FILES))
