@@ -177,3 +177,40 @@ def test_adaptive_off_plans_exactly_the_planned_repetitions(tmp_path):
     assert on.jobs["run_condition"] == 8 and on.jobs["decide_repeat"] == 4
     # Priorities: planned repetitions above every adaptive one (rep1: 3, rep2: 2 with a cap of 4).
     assert "priority: 3" in on.output and "priority: 2" in on.output
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_real_run_adds_the_decided_repetitions_after_every_planned_one(tmp_path):
+    """The real Snakefile on the real engine: 2 conditions x 2 planned runs, a target no run can meet, cap 3."""
+    import pyarrow.parquet as pq
+
+    project = copy_project(tmp_path / "project")
+    data = yaml.safe_load((project / "config.yaml").read_text())
+    data["sets"]["adaptive_go"] = dict(app=["go"], vcpu=[0.5], memory_mb=[520], sidecar_count=[0, 1],
+                                       sidecar_load_pct=[10])
+    data["presets"]["adaptive"] = {"sets": ["adaptive_go"], "repeats": 2, "load": {"duration_s": 2, "warmup_s": 0},
+                                   "adaptive": {"max_repeats": 3, "rps": 1e-9, "p99": None, "tail_share": None}}
+    data["preset"] = "adaptive"
+    (project / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    done = snakemake(project, timeout=1500)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    ids = ["go_cpu0.5_mem520_sc0_load00", "go_cpu0.5_mem520_sc1_load10"]
+    for cid in ids:
+        assert f"adaptive: {cid}: repetition 3 added: rps" in output
+        assert f"{cid}: no repetition beyond 3: the cap (adaptive.max_repeats 3) is reached" in output
+    runs = project / "results" / "adaptive" / "runs"
+    starts = {}
+    for cid in ids:
+        for repeat in (1, 2, 3):
+            meta = json.loads(pq.read_schema(runs / cid / f"rep{repeat}.parquet").metadata[b"sidecar_bench"])
+            starts[(cid, repeat)] = meta["window"]["start"]
+    # Every planned repetition before any added one, every first before any second.
+    assert max(starts[(c, 1)] for c in ids) < min(starts[(c, 2)] for c in ids)
+    assert max(starts[(c, 2)] for c in ids) < min(starts[(c, 3)] for c in ids)
+    summary = __import__("pandas").read_csv(project / "results" / "adaptive" / "summary.csv")
+    assert set(summary["repeats"]) == {3}
+    # Nothing left to do, and nothing measured again.
+    plan = dry_run(project)
+    assert plan.nothing_to_do, plan.output
