@@ -177,3 +177,17 @@ def write_decision(path: str | Path, decision: Mapping[str, Any]) -> Path:
 
 def read_decision(path: str | Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
+
+
+def decide_files(condition_id: str, run_files: Iterable[str | Path], settings: AdaptiveSettings, planned: int,
+                 out: str | Path, log_path: str | Path | None = None) -> dict[str, Any]:
+    """Checkpoint decide_repeat: summarise the run files (stats.summarise_run), decide, write the decision
+    (and its reason to log_path)."""
+    from .stats import summarise_run
+
+    decision = decide(condition_id, [summarise_run(path) for path in run_files], settings, planned)
+    write_decision(out, decision)
+    if log_path is not None:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(log_path).write_text(decision["reason"] + "\n")
+    return decision
