@@ -14,7 +14,7 @@ first k runs of each condition in the order they were measured:
    drawn the same way.
 
 For each: runs measured, decisions made, wall time at the set's own measured time per run
-(window starts over the set's span) plus DECISION_S per decision, and the median half-width
+(window starts over the set's span) plus DECISION_S per round decided, and the median half-width
 of the RPS and P99 intervals (relative to the mean) for Go and Next.js, with how many
 conditions end within the RPS target. Prints a Markdown table.
 """
@@ -33,9 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sidecar_bench.adaptive import AdaptiveSettings, decide  # noqa: E402
 from sidecar_bench.repstats import mean_interval  # noqa: E402
 
-# One decide_repeat job: a Python start and a few run files read. Measured here: 55 decisions of the figure
-# preset on synthetic finished runs took 110 s beyond the plan (1.9 s each), the machine shared.
-DECISION_S = 2.0
+# One decide_repeat job per round of repetitions: a Python start and the round's run files read. Measured
+# here: the decision on the figure preset's 55 conditions x 3 synthetic runs took 4.1 s with Snakemake's own
+# start (the machine shared).
+DECISION_S = 4.0
 COLUMNS = ("rps", "p99_ms", "slow_1p_share")
 
 
@@ -71,7 +72,9 @@ def widths(rows: list[dict]) -> dict[str, float]:
 def summarise(name: str, per_condition: list[dict], run_s: float, target: float, draws: int = 1) -> dict:
     """Totals per campaign (model rows: the mean over the draws) and median widths."""
     frame = pd.DataFrame(per_condition)
-    out = {"design": name, "runs": frame["runs"].sum(), "decisions": frame["decisions"].sum()}
+    # One decision job per round: as many as the condition that went furthest had decisions.
+    rounds = frame.groupby("draw")["decisions"].max().mean() if "draw" in frame else frame["decisions"].max()
+    out = {"design": name, "runs": frame["runs"].sum(), "decisions": rounds}
     out["wall_min"] = (out["runs"] * run_s + out["decisions"] * DECISION_S) / 60
     for app in ("go", "next"):
         sub = frame[frame["app"] == app]
@@ -103,14 +106,14 @@ def extended(runs: pd.DataFrame, settings: AdaptiveSettings, cap: int, draws: in
         rows = rows_of(group)
         app = rows[0]["app"]
         mean, sd = group[list(COLUMNS)].mean(), group[list(COLUMNS)].std(ddof=1).fillna(0)
-        for _ in range(draws):
+        for draw in range(draws):
             extra = [dict(rows[-1], repeat=len(rows) + i + 1,
                           **{c: max(float(rng.normal(mean[c], sd[c])), 0.0) for c in COLUMNS})
                      for i in range(cap - len(rows))]
             full = rows + extra
-            fixed.append({"app": app, "runs": cap / draws, "decisions": 0, **widths(full)})
+            fixed.append({"app": app, "runs": cap / draws, "decisions": 0, "draw": draw, **widths(full)})
             n, d = adaptive_runs(full, settings, planned=len(rows))
-            adaptive.append({"app": app, "runs": n / draws, "decisions": d / draws, **widths(full[:n])})
+            adaptive.append({"app": app, "runs": n / draws, "decisions": d, "draw": draw, **widths(full[:n])})
     return [(f"fixed {cap} (model)", fixed), (f"adaptive 3 -> at most {cap} (model)", adaptive)]
 
 

@@ -119,7 +119,8 @@ def project(tmp_path):
 
 
 def decisions(project, repeat):
-    return [f"results/quick/adaptive/{c.id}/after{repeat}.json" for c in QUICK]
+    """The decision after round `repeat` (one file for every condition in play)."""
+    return [f"results/quick/adaptive/after{repeat}.json"]
 
 
 def extra_runs(plan, repeat):
@@ -130,8 +131,9 @@ def extra_runs(plan, repeat):
 def test_a_wide_condition_gets_a_repetition_a_narrow_one_none_and_the_cap_holds(project):
     plan = dry_run(project, "--config", "preset=quick")
     assert plan.returncode == 0, plan.output
-    # Before the decisions: they are planned, nothing beyond the planned repeats, nothing measured again.
-    assert plan.jobs["decide_repeat"] == 4 and "run_condition" not in plan.jobs, plan.output
+    # Before the decision: it is planned (one job for the round), nothing beyond the planned repeats,
+    # nothing measured again.
+    assert plan.jobs["decide_repeat"] == 1 and "run_condition" not in plan.jobs, plan.output
     done = snakemake(project, *decisions(project, 2), "--config", "preset=quick")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"adaptive: {WIDE.id}: repetition 3 added: rps" in done.stderr
@@ -142,11 +144,11 @@ def test_a_wide_condition_gets_a_repetition_a_narrow_one_none_and_the_cap_holds(
     assert f"adaptive repetitions: {WIDE.id}: repetition 3 added: rps +-" in plan.output
     assert "> target +-10 %" in plan.output
     assert f"adaptive repetitions: {NARROW.id}: 2 repetitions are enough" in plan.output
-    assert plan.jobs["decide_repeat"] == 1  # the wide condition's decision after its third run
+    assert plan.jobs["decide_repeat"] == 1  # the decision after the third round (the wide condition only)
 
     # Its third run is still wide; the cap (3) holds: no fourth repetition.
     fake_run(project, WIDE, 3, 60)
-    done = snakemake(project, f"results/quick/adaptive/{WIDE.id}/after3.json", "--config", "preset=quick")
+    done = snakemake(project, *decisions(project, 3), "--config", "preset=quick")
     assert done.returncode == 0, done.stdout + done.stderr
     plan = dry_run(project, "--config", "preset=quick")
     assert "run_condition" not in plan.jobs and "decide_repeat" not in plan.jobs, plan.output
@@ -165,8 +167,8 @@ def test_a_stricter_target_re_decides_without_measuring_anything_again(project):
     fake_run(project, WIDE, 3, 125)
     plan = dry_run(project, "--config", "preset=quick", "adaptive={max_repeats: 3, rps: 0.001}")
     assert plan.returncode == 0, plan.output
-    # Every decision is made again (its params changed); no run file is planned.
-    assert plan.jobs["decide_repeat"] == 4 and "run_condition" not in plan.jobs, plan.output
+    # The decision is made again (its params changed); no run file is planned.
+    assert plan.jobs["decide_repeat"] == 1 and "run_condition" not in plan.jobs, plan.output
 
 
 def test_adaptive_off_plans_exactly_the_planned_repetitions(tmp_path):
@@ -174,7 +176,7 @@ def test_adaptive_off_plans_exactly_the_planned_repetitions(tmp_path):
     plan = dry_run(project, "--config", "preset=quick")
     assert "decide_repeat" not in plan.jobs and plan.jobs["run_condition"] == 8
     on = dry_run(project, "--config", "preset=quick", "adaptive={max_repeats: 4}")
-    assert on.jobs["run_condition"] == 8 and on.jobs["decide_repeat"] == 4
+    assert on.jobs["run_condition"] == 8 and on.jobs["decide_repeat"] == 1
     # Priorities: planned repetitions above every adaptive one (rep1: 3, rep2: 2 with a cap of 4).
     assert "priority: 3" in on.output and "priority: 2" in on.output
 

@@ -16,8 +16,9 @@ again, until its intervals are within the targets or it has max_repeats runs. A 
 with a failed repetition (on_failure: record) gets none: its failure is the finding.
 With one run there is no interval, which counts as wider than any target.
 
-Each decision is a small JSON file (results/<preset>/adaptive/<id>/after<N>.json, the
-workflow's checkpoint decide_repeat) that names the metric, its width and the target.
+The decisions after each round are a small JSON file (results/<preset>/adaptive/after<N>.json,
+the workflow's checkpoint decide_repeat), one per condition, each naming the metric, its width
+and the target.
 """
 
 from __future__ import annotations
@@ -179,15 +180,22 @@ def read_decision(path: str | Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
 
-def decide_files(condition_id: str, run_files: Iterable[str | Path], settings: AdaptiveSettings, planned: int,
-                 out: str | Path, log_path: str | Path | None = None) -> dict[str, Any]:
-    """Checkpoint decide_repeat: summarise the run files (stats.summarise_run), decide, write the decision
-    (and its reason to log_path)."""
+def read_decisions(path: str | Path) -> list[dict[str, Any]]:
+    """A round's decisions (checkpoint decide_repeat's output): one per condition in play."""
+    return json.loads(Path(path).read_text())["decisions"]
+
+
+def decide_files(run_files: Iterable[str | Path], settings: AdaptiveSettings, planned: int,
+                 out: str | Path) -> list[dict[str, Any]]:
+    """Checkpoint decide_repeat: summarise a round's run files (stats.summarise_run), decide for each
+    condition on its runs, write {"decisions": [...]} to out."""
     from .stats import summarise_run
 
-    decision = decide(condition_id, [summarise_run(path) for path in run_files], settings, planned)
-    write_decision(out, decision)
-    if log_path is not None:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(log_path).write_text(decision["reason"] + "\n")
-    return decision
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for path in run_files:
+        row = summarise_run(path)
+        rows.setdefault(row["condition_id"], []).append(row)
+    decisions = [decide(cid, sorted(runs, key=lambda r: int(r["repeat"])), settings, planned)
+                 for cid, runs in sorted(rows.items())]
+    write_decision(out, {"decisions": decisions})
+    return decisions
