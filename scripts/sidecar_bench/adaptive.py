@@ -176,10 +176,6 @@ def write_decision(path: str | Path, decision: Mapping[str, Any]) -> Path:
     return path
 
 
-def read_decision(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
-
-
 def read_decisions(path: str | Path) -> list[dict[str, Any]]:
     """A round's decisions (checkpoint decide_repeat's output): one per condition in play."""
     return json.loads(Path(path).read_text())["decisions"]
