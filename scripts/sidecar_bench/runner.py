@@ -70,7 +70,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from . import cgroup, environment, hey, record
+from . import cgroup, environment, hey, record, warmup
 from .conditions import Condition, LoadSettings
 
 log = logging.getLogger("sidecar_bench.runner")
@@ -488,7 +488,7 @@ class Measurement:
     def loadgen_deadline_s(self) -> int:
         """How long the load generator lives at most: readiness, warm-up and window, each with its grace."""
         load = self.load
-        return math.ceil(load.ready_timeout_s + load.warmup_s + load.duration_s + 2 * HEY_GRACE_S
+        return math.ceil(load.ready_timeout_s + load.warmup_limit_s() + load.duration_s + 2 * HEY_GRACE_S
                          + LOADGEN_GRACE_S)
 
     def task_deadline_s(self) -> int:
@@ -801,17 +801,22 @@ def run_condition(
         raise RunError(f"{condition.id}: needs the {condition.variant!r} task image, got {variant!r} ({task_image.id})")
     run_id = uuid.uuid4().hex
     run_started = utc_now()
+    warmed = None  # the until_steady warm-up's record, if that mode ran
     measurement = Measurement(client, condition, load, task_image, loadgen_image, run_id)
     saved_timeout = client.api.timeout
     # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
-    client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s) + HEY_GRACE_S + 60)
+    client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s, warmup.BURST_S) + HEY_GRACE_S + 60)
     try:
         with signals_raise():
             try:
                 measurement.start()
                 ready_s = measurement.wait_ready()
                 log.info("%s: app ready after %.1f s", condition.id, ready_s)
-                if load.warmup_s > 0:
+                if load.warmup.until_steady:
+                    # Warm-up until steady (warmup.py): bursts until the rate stops rising.
+                    warmed = warm_until_steady(measurement)
+                    measurement.before_window()
+                elif load.warmup_s > 0:
                     log.info("warm-up: %g s of the same load, not recorded", load.warmup_s)
                     measurement.hey(load.warmup_s, "/dev/null")
                     measurement.before_window()
@@ -844,6 +849,7 @@ def run_condition(
         "repeat": repeat,
         "condition": condition.as_dict(),
         "load": {**load.as_dict(), "url": WORK_URL},
+        **({"warmup": warmed} if warmed is not None else {}),
         **parts,
         "environment": environment.describe(
             info, engine_address(client), task_image.attrs, loadgen_image.attrs, probe,
@@ -985,3 +991,32 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         "probe": probe,
     }
     return samples, parts
+
+
+# Warm-up until steady (load.warmup mode until_steady; warmup.py has the rule).
+WARMUP_CSV = "/tmp/warmup.csv"
+
+
+def warm_until_steady(m: Measurement) -> dict[str, Any]:
+    """1 s hey bursts until the rate stops rising or max_s; returns the run file's `warmup` record."""
+    settings = m.load.warmup
+    bursts: list[dict[str, float]] = []
+    started = time.monotonic()
+    while True:
+        command = hey.command(WORK_URL, warmup.BURST_S, m.load.concurrency)
+        limit = f"{warmup.BURST_S + HEY_GRACE_S:g}"
+        result = m.loadgen_exec(["sh", "-c", warmup.BURST_SCRIPT, "warmup", WARMUP_CSV,
+                                 "timeout", "-s", "KILL", limit, *command])
+        if result.exit_code != 0:
+            raise RunError(f"{m.condition.id}: a warm-up burst failed (hey exit {result.exit_code}): "
+                           f"{result.stderr.strip()[:300]}")
+        responses, span = warmup.parse_burst(result.stdout)
+        elapsed = time.monotonic() - started
+        bursts.append({"at_s": round(elapsed, 3), "responses": responses, "span_s": span,
+                       "rps": round(responses / span, 2) if span > 0 else 0.0})
+        stop, why = warmup.steady_check(bursts, sum(b["span_s"] for b in bursts), settings)
+        if stop:
+            break
+    log.info("warm-up until steady: %.1f s, %d bursts; %s", elapsed, len(bursts), why)
+    return {**settings.as_dict(), "seconds": round(elapsed, 3), "load_s": round(sum(b["span_s"] for b in bursts), 3),
+            "steady": why.startswith("steady"), "reason": why, "bursts": bursts}
