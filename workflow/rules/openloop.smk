@@ -6,6 +6,8 @@
 checkpoint compute_capacity:
     input:
         runs=get_capacity_runs,
+        # An edit of the capacity's code remakes the file; open runs rerun only if their rate moves.
+        code=get_analysis_code("compute_capacity"),
     output:
         capacity="results/{preset}/capacity/{setup}.json",
     log:
@@ -17,6 +19,7 @@ checkpoint compute_capacity:
 rule compare_open_closed:
     input:
         summary=rules.aggregate_runs.output.parquet,
+        code=get_analysis_code("compare_open_closed"),
     output:
         tables=report(
             directory("results/{preset}/openloop"),
