@@ -4,7 +4,7 @@ import sys
 
 import pandas as pd
 
-from sidecar_bench.openloop_report import closed_loop
+from sidecar_bench.loadmodel import closed_loop
 from sidecar_bench.reference import load_reference
 from sidecar_bench.tables import write_tables
 

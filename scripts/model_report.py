@@ -28,7 +28,7 @@ import pandas as pd
 from sidecar_bench import forward as fwd
 from sidecar_bench import model as modelmod
 from sidecar_bench import model_tables, tables
-from sidecar_bench.openloop_report import closed_loop
+from sidecar_bench.loadmodel import closed_loop
 from sidecar_bench.model_charts import write_model_charts
 from sidecar_bench.reference import load_reference
 

@@ -19,22 +19,12 @@ import altair as alt
 import pandas as pd
 
 from . import repstats
+from .loadmodel import closed_loop, is_open
 from .stats import run_values
 
 SETUP_COLUMNS = ["app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct", "total_sidecar_load_pct"]
 METRICS = ("p50_ms", "p99_ms", "p99_9_ms", "slow_1p_share", "slow_2p_share")
 RATE_COLUMNS = ["rate_share", "arrivals", "rate_per_s", "capacity_rps", "sent_rate_per_s", "not_on_time_share"]
-
-
-def is_open(frame: pd.DataFrame) -> pd.Series:
-    if "load_model" not in frame.columns:
-        return pd.Series(False, index=frame.index)
-    return frame["load_model"].fillna("closed") == "open"
-
-
-def closed_loop(frame: pd.DataFrame) -> pd.DataFrame:
-    """The closed-loop rows of a summary (all of one written before the load model axis)."""
-    return frame[~is_open(frame)]
 
 
 def comparison(summary: pd.DataFrame) -> pd.DataFrame:
