@@ -53,8 +53,8 @@ os.environ.update(
 
 wildcard_constraints:
     preset=re.escape(PRESET),
-    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+",
-    variant="go|go-sidecar|next|next-sidecar|loadgen",
+    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_px-[a-z-]+)?",
+    variant="go|go-sidecar|go-proxy|next|next-sidecar|next-proxy|loadgen",
     repeat="[1-9][0-9]*",
 
 
