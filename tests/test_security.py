@@ -22,6 +22,7 @@ import requests
 
 from conftest import ROOT, hold_engine
 from sidecar_bench import hosts, image, runner
+from sidecar_bench import proxy as proxymod
 from sidecar_bench.conditions import Condition, LoadSettings
 
 
@@ -50,9 +51,10 @@ NO_CAPABILITIES = "0000000000000000"
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("variant, app", [("go-sidecar", "go"), ("next-sidecar", "next")])
-def test_task_and_load_generator_run_confined_and_still_answer(client, engine, variant, app):
-    condition = Condition(app, 0.5, 2031, 3, 5)
+@pytest.mark.parametrize("variant, app, proxy", [("go-sidecar", "go", "busy-loop"), ("next-sidecar", "next", "busy-loop"),
+                                                 ("go-proxy", "go", "haproxy")])
+def test_task_and_load_generator_run_confined_and_still_answer(client, engine, variant, app, proxy):
+    condition = Condition(app, 0.5, 2031, 3, 5, proxy)
     measurement = runner.Measurement(client, condition, LoadSettings(duration_s=1, ready_timeout_s=60),
                                      image_for(client, variant), image_for(client, "loadgen"), uuid.uuid4().hex)
     try:
@@ -61,7 +63,7 @@ def test_task_and_load_generator_run_confined_and_still_answer(client, engine, v
         measurement.wait_ready()
         task = client.containers.get(measurement.task.id)
         loadgen = client.containers.get(measurement.loadgen.id)
-        for container, network, tmpfs in ((task, "none", runner.TASK_TMPFS),
+        for container, network, tmpfs in ((task, "none", proxymod.task_tmpfs(condition, runner.TASK_TMPFS)),
                                           (loadgen, f"container:{task.id}", runner.LOADGEN_TMPFS)):
             host_config = container.attrs["HostConfig"]
             assert host_config["Privileged"] is False

@@ -1,8 +1,10 @@
 #!/bin/bash
-# [proxy] The entrypoint of the -proxy images: task-image/entrypoint.sh plus the blocks marked
+# [proxy] begin
+# The entrypoint of the -proxy images: task-image/entrypoint.sh plus the blocks marked
 # [proxy], which start a real proxy (PROXY=haproxy|haproxy-nolog) as the proxy role. A copy, so that
 # the article's images and every run on them keep their content digest (tests/test_proxy.py checks
 # that the two differ only in those blocks).
+# [proxy] end
 # Entrypoint of the sidecar-bench task image: one container = one ECS-style task.
 # Starts the app (APP_TYPE=go|next) and SIDECAR_COUNT sidecars (roles proxy, agent,
 # log_router, in that order) at SIDECAR_LOAD % of one core each (SIDECAR_BURN=wall|cpu
