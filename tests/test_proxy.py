@@ -49,8 +49,9 @@ def test_a_real_proxy_needs_a_sidecar_slot_and_a_known_name():
 def test_a_set_without_the_axis_is_the_busy_loop_and_a_lone_real_proxy_has_load_zero():
     axes = dict(app=["go"], vcpu=[1], memory_mb=[2048], sidecar_count=[1, 2], sidecar_load_pct=[5])
     assert [c.id for c in expand_set("s", axes)] == ["go_cpu1_mem2048_sc1_load05", "go_cpu1_mem2048_sc2_load05"]
-    ids = [c.id for c in expand_set("s", {**axes, "proxy": ["haproxy"]})]
-    assert ids == ["go_cpu1_mem2048_sc1_load00_px-haproxy", "go_cpu1_mem2048_sc2_load05_px-haproxy"]
+    ids = [c.id for c in expand_set("s", {**axes, "sidecar_count": [0, 1, 2], "proxy": ["haproxy"]})]
+    assert ids == ["go_cpu1_mem2048_sc0_load00", "go_cpu1_mem2048_sc1_load00_px-haproxy",
+                   "go_cpu1_mem2048_sc2_load05_px-haproxy"]
 
 
 def test_a_bad_proxy_in_the_config_names_the_key_and_the_value():

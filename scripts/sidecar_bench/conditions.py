@@ -172,8 +172,9 @@ def check_startable(condition: Condition, where: str = "") -> None:
 def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
     """The product of one named set's axes.
 
-    With no sidecars the per-sidecar load means nothing, so it is set to 0:
-    `sc0` conditions of a grid collapse into one run instead of five copies.
+    With no sidecars the per-sidecar load and the proxy mean nothing, so they are set to 0 and the
+    busy-loop: `sc0` conditions of a grid collapse into one run instead of five copies. A real proxy
+    alone (one sidecar) has no busy-loop sidecar either: its load is set to 0 too.
     """
     missing = [axis for axis in AXES if axis not in axes]
     if missing:
@@ -187,7 +188,9 @@ def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
     for values in itertools.product(*(axes[axis] for axis in names)):
         params = dict(zip(names, values))
         if params["sidecar_count"] == 0:
+            # No sidecar, no proxy: one condition, the app alone.
             params["sidecar_load_pct"] = 0
+            params["proxy"] = DEFAULT_PROXY
         elif params["proxy"] != DEFAULT_PROXY and params["sidecar_count"] == 1:
             # A real proxy alone: no busy-loop sidecar is left for the load to mean anything.
             params["sidecar_load_pct"] = 0
