@@ -167,14 +167,17 @@ def test_a_proxy_task_is_loaded_on_the_proxys_port_with_room_for_its_log():
 # --- counters -----------------------------------------------------------------------------------------
 
 STATS = ("# pxname,svname,qcur,qmax,scur,smax,slim,stot,req_tot,\n"
-         "ingress,FRONTEND,,,0,10,4096,25,4845,\n"
+         "ingress,FRONTEND,,,0,10,4096,25,4847,\n"
          "app,app,0,0,0,10,,4845,4845,\n"
+         "app,BACKEND,0,0,0,10,,4845,4845,\n"
          "stats,FRONTEND,,,1,1,4096,2,2,\n")
 
 
-def test_the_proxys_request_count_is_its_ingress_frontends():
-    assert proxy.parse_requests(STATS) == 4845
-    with pytest.raises(proxy.ProxyCountError, match="no req_tot for frontend 'ingress'"):
+def test_the_proxys_counts_are_its_ingress_frontends_and_its_app_backends():
+    # Received includes the connections hey cuts off while HAProxy waits for a request ("<BADREQ>"),
+    # forwarded only what reached the app.
+    assert proxy.parse_requests(STATS) == (4847, 4845)
+    with pytest.raises(proxy.ProxyCountError, match="no req_tot for frontend 'ingress' and backend 'app'"):
         proxy.parse_requests("# pxname,svname,req_tot\nstats,FRONTEND,2\n")
     assert proxy.parse_log_lines("120\n") == 120 and proxy.parse_log_lines("none\n") is None
 
@@ -182,13 +185,15 @@ def test_the_proxys_request_count_is_its_ingress_frontends():
 def test_load_around_the_proxy_or_a_log_out_of_step_fails_the_run():
     haproxy = Condition("go", 1, 2048, 1, 0, "haproxy")
     labels = {proxy.VERSION_LABEL: "2.6.12-1+deb12u3", proxy.CONFIG_DIGEST_LABEL: "ab" * 32}
-    section = proxy.record(haproxy, labels, (10, 10), (110, 110), 100)
-    assert section["requests"] == section["access_log_lines"] == 100
+    section = proxy.record(haproxy, labels, (10, 10, 10), (112, 110, 112), 100)
+    assert section["requests"] == 100 and section["received"] == section["access_log_lines"] == 102
     assert section["version"] == "2.6.12-1+deb12u3" and section["config_sha256"] == "ab" * 32
-    with pytest.raises(proxy.ProxyCountError, match="the proxy received 90 requests over the window, hey recorded 100"):
-        proxy.record(haproxy, labels, (10, 10), (100, 100), 100)
-    with pytest.raises(proxy.ProxyCountError, match="access log grew by 99 lines"):
-        proxy.record(haproxy, labels, (10, 10), (110, 109), 100)
+    with pytest.raises(proxy.ProxyCountError, match="the proxy forwarded 90 requests over the window, hey recorded 100"):
+        proxy.record(haproxy, labels, (10, 10, 10), (100, 100, 100), 100)
+    with pytest.raises(proxy.ProxyCountError, match="access log grew by 99 lines over the window, it received 100"):
+        proxy.record(haproxy, labels, (10, 10, 10), (110, 110, 109), 100)
+    nolog = Condition("go", 1, 2048, 1, 0, "haproxy-nolog")
+    assert proxy.record(nolog, labels, (0, 0, None), (100, 100, None), 100)["access_log_lines"] is None
 
 
 def test_resets_behind_a_proxy_are_not_failed_requests_but_unrecorded_requests_are():
@@ -196,7 +201,7 @@ def test_resets_behind_a_proxy_are_not_failed_requests_but_unrecorded_requests_a
                 "tcp_reset_connections": 10, "tcp_active_opens": 22}
     assert proxy.count_failed(100, 100, 100, evidence)[0] == 0
     failed, found = proxy.count_failed(100, 100, 103, evidence)
-    assert failed == 3 and found["proxy_requests_not_recorded"] == 3
+    assert failed == 3 and found["proxy_forwarded_not_recorded"] == 3
     assert proxy.count_failed(100, 100, 100, {**evidence, "tcp_attempt_fails": 2})[0] == 2
 
 

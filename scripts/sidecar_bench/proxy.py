@@ -3,9 +3,10 @@
 In a condition with proxy haproxy or haproxy-nolog, the proxy role is HAProxy
 (task-image/proxy/haproxy.cfg) listening on the task's loopback at port 8000 and forwarding to
 the app on 8080. hey loads the proxy's port, never the app's. The runner reads HAProxy's own
-request counter (its stats page, CSV) and, with an access log, the log's line count, just
-outside the measured window on both sides; their deltas must equal hey's rows, the proof that
-every measured request went through the proxy. Nothing here talks to Docker: the runner runs the
+request counters (its stats page, CSV: received by the frontend, forwarded by the backend) and,
+with an access log, the log's line count, just outside the measured window on both sides: the
+requests forwarded must cover hey's rows (the proof that every measured request went through the
+proxy), and the log must hold one line per request received. Nothing here talks to Docker: the runner runs the
 commands below and hands their output in.
 """
 
@@ -22,6 +23,7 @@ PROXY_URL = "http://127.0.0.1:8000"
 # HAProxy's stats page as CSV (haproxy.cfg, frontend stats); its frontend "ingress" counts hey's requests.
 STATS_CSV_URL = "http://127.0.0.1:8404/stats;csv"
 FRONTEND = "ingress"
+BACKEND = "app"
 # Where HAProxy's access log goes (task-image/proxy/entrypoint.sh): a tmpfs of its own, charged to the
 # task's memory like any tmpfs; 128 MB holds ~1,000,000 lines of ~120 bytes.
 ACCESS_LOG_DIR = "/var/log/proxy"
@@ -54,9 +56,9 @@ def environment(condition: Condition) -> dict[str, str]:
 
 
 FAILED_SOURCE = (
-    "max(max(app /stats served delta, proxy req_tot delta) - hey rows (0 when hey's row cap was reached), Tcp "
+    "max(max(app /stats served delta, proxy backend req_tot delta) - hey rows (0 when hey's row cap was reached), Tcp "
     "AttemptFails delta from /proc/net/snmp of the task's network namespace), over the hey window (resets are "
-    "the proxy closing idle connections, not failures)"
+    "the proxy closing connections as hey closes its own, not failures)"
 )
 
 
@@ -64,17 +66,27 @@ class ProxyCountError(ValueError):
     """The proxy's counters could not be read, or do not match hey's: the message says which."""
 
 
-def parse_requests(stats_csv: str) -> int:
-    """HAProxy's stats CSV -> HTTP requests its ingress frontend received (req_tot)."""
+def parse_requests(stats_csv: str) -> tuple[int, int]:
+    """HAProxy's stats CSV -> (requests its ingress frontend received, requests its app backend forwarded).
+
+    Received (the frontend's req_tot) also counts a client connection closed while HAProxy waited for its
+    next request, when the close is abortive (hey exiting closes its kept-alive connections so): HAProxy
+    logs it as "<BADREQ>" with termination state CR and status 400, and it never reaches the app.
+    Forwarded (the backend's req_tot) counts only requests sent on to the app: the one hey's rows match.
+    """
     text = stats_csv.lstrip("# ")
-    rows = list(csv.DictReader(io.StringIO(text)))
-    for row in rows:
-        if row.get("pxname") == FRONTEND and row.get("svname") == "FRONTEND":
+    found: dict[str, int] = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        key = (row.get("pxname"), row.get("svname"))
+        if key in ((FRONTEND, "FRONTEND"), (BACKEND, "BACKEND")):
             try:
-                return int(row["req_tot"])
+                found[key[1]] = int(row["req_tot"])
             except (KeyError, TypeError, ValueError):
-                break
-    raise ProxyCountError(f"HAProxy's stats CSV has no req_tot for frontend {FRONTEND!r}: {stats_csv[:200]!r}")
+                pass
+    if set(found) != {"FRONTEND", "BACKEND"}:
+        raise ProxyCountError(f"HAProxy's stats CSV has no req_tot for frontend {FRONTEND!r} and backend {BACKEND!r}: "
+                              f"{stats_csv[:200]!r}")
+    return found["FRONTEND"], found["BACKEND"]
 
 
 def parse_log_lines(text: str) -> int | None:
@@ -88,44 +100,45 @@ def parse_log_lines(text: str) -> int | None:
         raise ProxyCountError(f"counting {ACCESS_LOG}'s lines gave {text!r}") from None
 
 
-def count_failed(rows: int, served: int, proxy_requests: int, evidence: Mapping[str, int],
+def count_failed(rows: int, served: int, forwarded: int, evidence: Mapping[str, int],
                  cap_reached: bool = False) -> tuple[int, dict[str, int]]:
     """Failed requests over the window behind a real proxy, and the evidence (runner.count_failed's, plus the
     proxy's own count).
 
-    HAProxy closes idle connections to the app with a reset (so that the proxy keeps no TIME_WAIT), which
-    moves the namespace's EstabResets with no request on the connection: resets are kept as evidence but
-    counted as no failure here. A request hey did not record shows instead as one the proxy (or the app)
-    counted: max(proxy requests, app served) - hey rows, plus connections refused.
+    As hey closes its connections at the end of a load, HAProxy closes connections with a reset (about one
+    per client connection, with no request on them: forwarded, served and hey's rows agree), which moves the
+    namespace's EstabResets: resets are kept as evidence but counted as no failure here. A request hey did not record shows instead as one the proxy forwarded (or
+    the app served): max(forwarded, served) - hey rows, plus connections refused.
     """
-    unrecorded = max(served, proxy_requests) - rows
-    evidence = {**evidence, "proxy_requests_not_recorded": proxy_requests - rows}
+    unrecorded = max(served, forwarded) - rows
+    evidence = {**evidence, "proxy_forwarded_not_recorded": forwarded - rows}
     return max(0 if cap_reached else unrecorded, evidence["tcp_attempt_fails"]), evidence
 
 
-def record(condition: Condition, image_labels: Mapping[str, str], before: tuple[int, int | None],
-           after: tuple[int, int | None], hey_rows: int) -> dict[str, Any]:
-    """The run file's "proxy" section; ProxyCountError if the proxy counted fewer requests than hey recorded
-    (some load went around it) or, with an access log, logged a different number than it counted.
+def record(condition: Condition, image_labels: Mapping[str, str], before: tuple[int, int, int | None],
+           after: tuple[int, int, int | None], hey_rows: int) -> dict[str, Any]:
+    """The run file's "proxy" section; ProxyCountError if the proxy forwarded fewer requests than hey recorded
+    (some load went around it) or, with an access log, logged a different number than it received.
 
-    before / after: (HAProxy's request count, access log lines or None), read outside the window. More
-    requests than hey's rows are kept, not refused: a request cut off as hey stops is counted by the proxy
-    (and by the app's /stats) but has no row in hey's CSV; the runner's failed-request count covers it.
+    before / after: (requests received, requests forwarded, access log lines or None), read outside the
+    window. More forwarded than hey's rows is kept, not refused: the runner's failed count covers it.
     """
-    requests = after[0] - before[0]
-    log_lines = None if after[1] is None or before[1] is None else after[1] - before[1]
-    if requests < hey_rows:
-        raise ProxyCountError(f"{condition.id}: the proxy received {requests} requests over the window, hey "
+    received = after[0] - before[0]
+    forwarded = after[1] - before[1]
+    log_lines = None if after[2] is None or before[2] is None else after[2] - before[2]
+    if forwarded < hey_rows:
+        raise ProxyCountError(f"{condition.id}: the proxy forwarded {forwarded} requests over the window, hey "
                               f"recorded {hey_rows}: the load did not all go through the proxy")
-    if has_access_log(condition) and log_lines != requests:
+    if has_access_log(condition) and log_lines != received:
         raise ProxyCountError(f"{condition.id}: the proxy's access log grew by {log_lines} lines over the window, "
-                              f"it received {requests} requests")
+                              f"it received {received} requests")
     return {
         "kind": condition.proxy,
         "url": base_url(condition),
         "version": image_labels.get(VERSION_LABEL),
         "config_sha256": image_labels.get(CONFIG_DIGEST_LABEL),
-        "requests": requests,
+        "requests": forwarded,
+        "received": received,
         "access_log": ACCESS_LOG if has_access_log(condition) else None,
         "access_log_lines": log_lines,
     }

@@ -630,8 +630,9 @@ class Measurement:
         """What hey loads: /work on the proxy's port when a real proxy is in the path, else on the app's."""
         return f"{proxymod.base_url(self.condition)}/work"
 
-    def proxy_counts(self) -> tuple[int, int | None] | None:
-        """A real proxy's request count and access log lines (outside the window); None without one."""
+    def proxy_counts(self) -> tuple[int, int, int | None] | None:
+        """A real proxy's requests received and forwarded, and access log lines (outside the window); None
+        without one."""
         if not self.condition.real_proxy:
             return None
         stats = self.loadgen_exec(["curl", "-sS", "--max-time", "10", proxymod.STATS_CSV_URL])
@@ -640,7 +641,7 @@ class Measurement:
             raise RunError(f"{self.condition.id}: reading the proxy's counters failed: "
                            f"{(stats.stderr + lines.stderr).strip()[:300]}")
         try:
-            return proxymod.parse_requests(stats.stdout), proxymod.parse_log_lines(lines.stdout)
+            return (*proxymod.parse_requests(stats.stdout), proxymod.parse_log_lines(lines.stdout))
         except proxymod.ProxyCountError as err:
             raise RunError(f"{self.condition.id}: {err}") from err
 
@@ -875,7 +876,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                                     cap_reached=check.cap_reached)
     if condition.real_proxy:
         failed, evidence = proxymod.count_failed(check.rows, served_after - served_before,
-                                                 proxy_after[0] - proxy_before[0], evidence, check.cap_reached)
+                                                 proxy_after[1] - proxy_before[1], evidence, check.cap_reached)
     if failed:
         log.warning("%s: %d failed requests (%s)", condition.id, failed, evidence)
     if check.time_coverage < 0.9:
