@@ -7,6 +7,7 @@ A condition is a value. Its id is readable and stable, so that a run file
 from __future__ import annotations
 
 import itertools
+from decimal import Decimal
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Mapping
 
@@ -36,8 +37,12 @@ class ConfigError(ValueError):
 
 
 def _number_text(value: float) -> str:
-    """Shortest text for a number: 0.25 -> '0.25', 2.0 -> '2'."""
-    return f"{value:g}"
+    """Shortest decimal text that reads back as the same number: 0.25 -> '0.25', 2.0 -> '2', 1/3 ->
+    '0.3333333333333333'; never an exponent (the workflow's id pattern is digits and a point).
+
+    `:g` kept 6 digits: 0.1234564 and 0.1234565 shared an id, a run file and a matrix slot."""
+    text = format(Decimal(repr(float(value))), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 @dataclass(frozen=True, order=True)

@@ -390,8 +390,10 @@ def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods:
     """Fail unless the task's cgroup holds the condition's limits and its own CPU accounting.
 
     The limits are read back from the cgroup, not taken from what was asked of
-    Docker; nr_periods must grow over a loaded window: on a cgroup v2 host
-    without a delegated cpu controller the counters would not be the task's.
+    Docker: the vCPU, the memory limit, and no swap (a swap limit of 0; swap not
+    accounted is refused too, since nothing then stops the task from swapping);
+    nr_periods must grow over a loaded window: on a cgroup v2 host without a
+    delegated cpu controller the counters would not be the task's.
     """
     if limits is None or limits.vcpu is None:
         found = "no cgroup limit files" if limits is None else (
@@ -403,8 +405,23 @@ def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods:
                        f"quota {limits.cpu_quota_us} / period {limits.cpu_period_us} us = {limits.vcpu:g} vCPU")
     expected_memory = condition.memory_mb * 2**20
     if limits.memory_limit_bytes != expected_memory:
+        found = {None: "no memory limit file", -1: "no memory limit"}.get(limits.memory_limit_bytes,
+                                                                          f"{limits.memory_limit_bytes} bytes")
         raise RunError(f"{condition.id}: expected a memory limit of {condition.memory_mb} MiB ({expected_memory} "
-                       f"bytes), the task's cgroup has {limits.memory_limit_bytes} bytes")
+                       f"bytes), the task's cgroup has {found}")
+    swap = limits.swap_limit_bytes
+    if swap != 0:
+        if swap is None:
+            found = ("does not account swap (no memory.memsw.limit_in_bytes or memory.swap.max): the kernel "
+                     "cannot hold the task to no swap; enable swap accounting on the host (cgroup v1: boot with "
+                     "swapaccount=1) and rerun")
+        elif swap < 0:
+            found = ("allows unlimited swap (the engine stores this too when the kernel cannot limit swap: "
+                     "`docker info` then warns \"No swap limit support\")")
+        else:
+            found = f"allows {swap} bytes ({swap / 2**20:g} MiB) of swap"
+        raise RunError(f"{condition.id}: expected no swap (memory + swap limited to the memory limit, "
+                       f"{expected_memory} bytes), the task's cgroup {found}")
     if nr_periods <= 0:
         raise RunError(f"{condition.id}: the task cgroup's nr_periods did not increase over the window "
                        f"(delta {nr_periods}): its CPU counters are not the task's own (cgroup v2 without "
