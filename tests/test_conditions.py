@@ -226,7 +226,7 @@ def test_limits_are_accepted_down_to_their_documented_minimums_and_refused_below
             expand_set("edge", {"app": [app], "vcpu": [1], "memory_mb": [minimum - 1], "sidecar_count": [0],
                                 "sidecar_load_pct": [0]})
         assert str(err.value) == (f"sets.edge.memory_mb: {minimum - 1} is below {minimum} MB, the least a {app} task "
-                                  "needs to start with up to 3 sidecars (README, \"Bad input\")")
+                                  "needs to start with up to 3 sidecars (docs/operations.md, \"Bad input\")")
     with pytest.raises(ConfigError) as err:
         expand_set("edge", {"app": ["go"], "vcpu": [0.009], "memory_mb": [2048], "sidecar_count": [0],
                             "sidecar_load_pct": [0]})
