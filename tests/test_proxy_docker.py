@@ -60,10 +60,11 @@ def test_the_load_goes_through_the_proxy_and_the_proxy_counts_what_hey_recorded(
             proxy = meta["proxy"]
             assert proxy["kind"] == meta["condition"]["proxy"]
             # HAProxy's own count (its stats page) of the requests it forwarded over the window, against hey's
-            # rows and the app's; it received those and at most the connections hey cut off as it stopped.
+            # rows and the app's; it received those and at most the connections hey cut off as the warm-up and
+            # the window ended (a throttled proxy may count the warm-up's after the before-read).
             assert proxy["requests"] == meta["requests"]["rows"] > 0, meta["requests"]
             assert proxy["requests"] == meta["requests"]["served_delta"]
-            assert 0 <= proxy["received"] - proxy["requests"] <= meta["load"]["concurrency"]
+            assert 0 <= proxy["received"] - proxy["requests"] <= 2 * meta["load"]["concurrency"]
             assert proxy["version"].startswith("2.6.") and len(proxy["config_sha256"]) == 64
             assert meta["environment"]["image_versions"]["haproxy-version"] == proxy["version"]
         else:
@@ -94,7 +95,9 @@ def test_the_proxy_tables_give_its_cost_per_request_with_an_interval(finished):
     assert set(cost.index) == {HAPROXY, NOLOG}
     for cid in (HAPROXY, NOLOG):
         row = cost.loc[cid]
-        assert 0 < row["proxy_cost_ms_lo"] <= row["proxy_cost_ms"] <= row["proxy_cost_ms_hi"]
+        # Two repetitions: a t interval with one degree of freedom, wide, maybe reaching below zero.
+        assert row["proxy_cost_ms_lo"] <= row["proxy_cost_ms"] <= row["proxy_cost_ms_hi"]
+        assert row["proxy_cost_ms"] > 0 and row["repeats"] == REPEATS
     comparison = pd.read_csv(out / "comparison.csv")
     assert set(comparison["setup"]) == {"alone", "haproxy", "haproxy-nolog", "busy-loop stand-in"}
     budget = pd.read_csv(out / "budget.csv").set_index("condition_id")
