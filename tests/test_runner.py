@@ -920,16 +920,16 @@ def test_containers_of_a_run_that_died_are_removed_before_the_next(client, engin
 
 @pytest.mark.docker
 def test_the_task_exits_on_its_own_after_its_deadline(client, engine):
-    # The image's entrypoint runs under `timeout -s KILL`: after kill -9 of the workflow, the app and
-    # its sidecars stop burning CPU once the run could no longer be going on.
+    # The image's entrypoint runs under the watcher: should the runner's connection outlive the run (a
+    # frozen runner), the app and its sidecars stop burning CPU once the run could no longer be going on.
     load = LoadSettings(duration_s=1, ready_timeout_s=30)
     measurement = runner.Measurement(client, Condition("go", 0.5, 512, 1, 5), load,
                                      image_for(client, "sidecar-bench/task:go-sidecar"),
                                      image_for(client, "sidecar-bench/loadgen:latest"), "deadline-test")
     assert measurement.task_deadline_s() > measurement.loadgen_deadline_s()
     entrypoint = measurement.task_entrypoint()
-    assert entrypoint[:4] == ["timeout", "-s", "KILL", str(measurement.task_deadline_s())]
-    assert entrypoint[4:] == measurement.task_image.attrs["Config"]["Entrypoint"]
+    assert entrypoint[:5] == ["bash", "-c", runner.WATCH_SCRIPT, runner.WATCH_NAME, str(measurement.task_deadline_s())]
+    assert entrypoint[5:] == measurement.task_image.attrs["Config"]["Entrypoint"]
     measurement.task_deadline_s = lambda: 3  # a short deadline for the test
     try:
         measurement.start()
@@ -938,3 +938,52 @@ def test_the_task_exits_on_its_own_after_its_deadline(client, engine):
     finally:
         measurement.remove()
     assert client.containers.list(all=True, filters={"label": f"{runner.RUN_LABEL}={measurement.run_id}"}) == []
+
+
+# A runner that starts one run's containers, says so, and then waits to be killed.
+RUNNER_TO_KILL = """
+import sys, time
+import docker
+from sidecar_bench import runner
+from sidecar_bench.conditions import Condition, LoadSettings
+client = docker.from_env()
+task, loadgen, run_id = sys.argv[1:4]
+measurement = runner.Measurement(client, Condition("go", 0.25, 2039, 3, 15), LoadSettings(duration_s=1),
+                                 client.images.get(task), client.images.get(loadgen), run_id)
+measurement.start()
+measurement.wait_ready()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.docker
+def test_the_task_and_the_load_generator_stop_within_seconds_of_the_runners_kill(client, engine):
+    # kill -9 leaves no clean-up to the runner: the closed attach connection ends both containers.
+    task = image_for(client, "sidecar-bench/task:go-sidecar")
+    loadgen = image_for(client, "sidecar-bench/loadgen:latest")
+    run_id = f"kill-test-{time.time_ns()}"
+    process = subprocess.Popen([sys.executable, "-c", RUNNER_TO_KILL, task.id, loadgen.id, run_id],
+                               stdout=subprocess.PIPE, text=True, cwd=ROOT / "scripts")
+    run_filter = {"label": f"{runner.RUN_LABEL}={run_id}"}
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        running = client.containers.list(filters=run_filter)
+        assert {c.labels[runner.PART_LABEL] for c in running} == {"task", "loadgen"}
+        process.kill()
+        process.wait(timeout=30)
+        killed = time.monotonic()
+        while client.containers.list(filters=run_filter):  # running ones only
+            assert time.monotonic() - killed < 15, "the task or the load generator outlived the runner"
+            time.sleep(0.1)
+        took = time.monotonic() - killed
+        logging.getLogger(__name__).warning("the containers stopped %.1f s after the runner's kill", took)
+        stopped = {c.labels[runner.PART_LABEL]: c.attrs["State"] for c in client.containers.list(all=True,
+                                                                                                 filters=run_filter)}
+        # Ended by the watcher (PID 1 exits, the kernel kills the rest), not by their deadline.
+        assert {part: state["ExitCode"] for part, state in stopped.items()} == {"task": 137, "loadgen": 137}
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for container in client.containers.list(all=True, filters=run_filter):
+            container.remove(force=True)
