@@ -17,6 +17,7 @@ include: "workflow/rules/run.smk"
 include: "workflow/rules/adaptive.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/model.smk"
+include: "workflow/rules/proxy.smk"
 include: "workflow/rules/openloop.smk"
 
 
@@ -24,3 +25,4 @@ rule all:
     default_target: True
     input:
         get_final_outputs(),
+        PROXY_OUTPUTS,

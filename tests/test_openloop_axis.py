@@ -59,7 +59,7 @@ def test_open_conditions_are_named_by_share_and_arrivals_and_bring_their_capacit
                    "go_cpu0.25_mem2048_sc3_load05_open75c",
                    # the capacity: the same setup with idle sidecars, closed loop
                    "go_cpu0.25_mem2048_sc3_load00"}
-    opened = Condition("go", 0.25, 2048, 3, 5, "open", 0.5)
+    opened = Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5)
     assert opened.as_dict()["rate_share"] == 0.5 and opened.as_dict()["load_model"] == "open"
     assert Condition.from_dict(opened.as_dict()) == opened
 
@@ -81,7 +81,7 @@ def test_bad_load_model_values_are_refused_naming_the_key_and_the_value(axes, me
 
 def test_the_condition_itself_refuses_a_share_outside_0_1():
     with pytest.raises(ConfigError, match=r"rate_share: 0 is not within \(0, 1\]"):
-        Condition("go", 0.25, 2048, 3, 5, "open", 0)
+        Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0)
 
 
 def test_the_rate_is_the_share_of_capacity_in_whole_requests():
@@ -113,7 +113,7 @@ def open_meta(scheduled, late, dropped, rate=500, sent_rate=None):
 
 
 def test_dropped_requests_count_as_slower_than_every_threshold(tmp_path):
-    condition = Condition("go", 0.25, 2048, 3, 5, "open", 0.5)
+    condition = Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5)
     # 90 answered fast, 5 answered after 150 ms, 5 dropped: 10 % slower than one period, 5 % than two.
     times = [0.002] * 90 + [0.150] * 5
     row = summarise_run(write_run(tmp_path / "run.parquet", condition, times, wall_s=2.0,
@@ -128,7 +128,7 @@ def test_dropped_requests_count_as_slower_than_every_threshold(tmp_path):
 
 
 def test_an_open_run_on_time_is_not_flagged_and_a_closed_run_has_no_open_columns(tmp_path):
-    opened = Condition("go", 0.25, 2048, 3, 5, "open", 0.5)
+    opened = Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5)
     on_time = summarise_run(write_run(tmp_path / "o.parquet", opened, [0.002] * 100, wall_s=2.0,
                                       throttled_share=0.0, meta_overrides=open_meta(100, 1, 0)))
     assert "not_on_time" not in on_time["flags"]
@@ -144,7 +144,7 @@ def test_an_open_run_on_time_is_not_flagged_and_a_closed_run_has_no_open_columns
 
 
 def test_the_comparison_sets_each_open_cell_beside_its_closed_cell_with_intervals(tmp_path):
-    closed, opened = Condition("go", 0.25, 2048, 3, 5), Condition("go", 0.25, 2048, 3, 5, "open", 0.5)
+    closed, opened = Condition("go", 0.25, 2048, 3, 5), Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5)
     files = []
     for rep, (closed_tail, open_tail) in enumerate(((0.10, 0.20), (0.11, 0.22), (0.09, 0.19)), start=1):
         files.append(write_run(run_path(tmp_path, closed.id, rep), closed, [0.002] * 980 + [closed_tail] * 20,

@@ -32,6 +32,11 @@ MIN_VCPU = 0.01
 # OOM-killed at 64 MiB and ran at 96 (45 requests/s). Each minimum is the lowest working limit
 # with all three sidecars, rounded up with room for the Python sidecars' growth.
 MIN_MEMORY_MB = {"go": 32, "next": 128}
+# What plays the proxy role (the first sidecar): the article's busy-loop sidecar, or a real reverse
+# proxy in the request path (HAProxy from Debian; docs/proxy.md): "haproxy" writes an access log
+# line per request to a file, as a sidecar's log router would read it, "haproxy-nolog" logs nothing.
+PROXIES = ("busy-loop", "haproxy", "haproxy-nolog")
+DEFAULT_PROXY = PROXIES[0]
 
 
 class ConfigError(ValueError):
@@ -56,6 +61,7 @@ class Condition:
     memory_mb: int
     sidecar_count: int
     sidecar_load_pct: float
+    proxy: str = DEFAULT_PROXY
     # Load model axis (open loop): defaults keep a closed condition's id and as_dict() unchanged.
     load_model: str = "closed"
     rate_share: float = 0.0  # open: the rate as a share of the setup's capacity; closed: 0
@@ -73,6 +79,11 @@ class Condition:
             raise ConfigError(f"sidecar_count: {self.sidecar_count!r} is not a whole number from 0 to {MAX_SIDECARS}")
         if not 0 <= self.sidecar_load_pct <= 100:
             raise ConfigError(f"sidecar_load_pct: {self.sidecar_load_pct!r} is not within 0..100")
+        if self.proxy not in PROXIES:
+            raise ConfigError(f"proxy: {self.proxy!r} is not one of {', '.join(PROXIES)}")
+        if self.proxy != DEFAULT_PROXY and self.sidecar_count < 1:
+            raise ConfigError(f"proxy: {self.proxy!r} needs sidecar_count >= 1 (the proxy is the first sidecar), "
+                              f"got {self.sidecar_count}")
         self._check_load_model()
         # Plain floats, so that 1 and 1.0 make one condition, one id and one repr.
         object.__setattr__(self, "vcpu", float(self.vcpu))
@@ -100,8 +111,17 @@ class Condition:
         load_text = f"{int(load):02d}" if load == int(load) else _number_text(load)
         return (
             f"{self.app}_cpu{_number_text(self.vcpu)}_mem{self.memory_mb}"
-            f"_sc{self.sidecar_count}_load{load_text}{self.load_model_suffix}"
-        )
+            f"_sc{self.sidecar_count}_load{load_text}"
+        ) + self.proxy_suffix + self.load_model_suffix
+
+    @property
+    def proxy_suffix(self) -> str:
+        """'' for the article's busy-loop proxy (so no existing id changes), else '_px-<proxy>'."""
+        return "" if self.proxy == DEFAULT_PROXY else f"_px-{self.proxy}"
+
+    @property
+    def real_proxy(self) -> bool:
+        return self.proxy != DEFAULT_PROXY
 
     @property
     def load_model_suffix(self) -> str:
@@ -119,15 +139,18 @@ class Condition:
     def capacity_condition(self) -> "Condition":
         """The closed-loop condition whose throughput is this setup's capacity: same app, vCPU, memory and
         sidecar count, sidecars idle (load 0)."""
-        return Condition(self.app, self.vcpu, self.memory_mb, self.sidecar_count, 0.0)
+        return Condition(self.app, self.vcpu, self.memory_mb, self.sidecar_count, 0.0, proxy=self.proxy)
 
     @property
     def total_sidecar_load_pct(self) -> float:
-        return self.sidecar_count * self.sidecar_load_pct
+        # A real proxy burns no set load: only the busy-loop sidecars after it do.
+        return (self.sidecar_count - self.real_proxy) * self.sidecar_load_pct
 
     @property
     def variant(self) -> str:
         """The task image variant this condition runs on."""
+        if self.real_proxy:
+            return f"{self.app}-proxy"
         return f"{self.app}-sidecar" if self.sidecar_count else self.app
 
     @property
@@ -135,12 +158,15 @@ class Condition:
         return ROLES[: self.sidecar_count]
 
     def as_dict(self) -> dict[str, Any]:
-        data = {"id": self.id, **asdict(self), "total_sidecar_load_pct": self.total_sidecar_load_pct}
+        values = asdict(self)
+        if not self.real_proxy:
+            # Absent at the default: a condition's dict is its run's rerun trigger (params).
+            del values["proxy"]
         if not self.is_open:
             # A closed condition's dict (a rerun trigger, through params) is what it was before the axis.
             for key in OPEN_AXES:
-                del data[key]
-        return data
+                del values[key]
+        return {"id": self.id, **values, "total_sidecar_load_pct": self.total_sidecar_load_pct}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Condition":
@@ -199,6 +225,8 @@ class LoadSettings:
 
 
 AXES = ("app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct")
+# Axes a set may leave out, with the value they then take.
+OPTIONAL_AXES = {"proxy": [DEFAULT_PROXY]}
 # Optional axes of a set (load model; absent: closed).
 OPEN_AXES = ("load_model", "rate_share", "arrivals")
 
@@ -218,20 +246,27 @@ def check_startable(condition: Condition, where: str = "") -> None:
 def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
     """The product of one named set's axes.
 
-    With no sidecars the per-sidecar load means nothing, so it is set to 0:
-    `sc0` conditions of a grid collapse into one run instead of five copies.
+    With no sidecars the per-sidecar load and the proxy mean nothing, so they are set to 0 and the
+    busy-loop: `sc0` conditions of a grid collapse into one run instead of five copies. A real proxy
+    alone (one sidecar) has no busy-loop sidecar either: its load is set to 0 too.
     """
     missing = [axis for axis in AXES if axis not in axes]
     if missing:
         raise ConfigError(f"sets.{name}: missing axis {', '.join(missing)}")
-    unknown = sorted(set(axes) - set(AXES) - set(OPEN_AXES))
+    unknown = sorted(set(axes) - set(AXES) - set(OPTIONAL_AXES) - set(OPEN_AXES))
     if unknown:
         raise ConfigError(f"sets.{name}: unknown axis {', '.join(unknown)}")
-    axes = _with_load_model_axes(name, axes)
+    axes = _with_load_model_axes(name, {**OPTIONAL_AXES, **axes})
+    names = AXES + tuple(OPTIONAL_AXES) + OPEN_AXES
     conditions: dict[str, Condition] = {}
-    for values in itertools.product(*(axes[axis] for axis in (*AXES, *OPEN_AXES))):
-        params = dict(zip((*AXES, *OPEN_AXES), values))
+    for values in itertools.product(*(axes[axis] for axis in names)):
+        params = dict(zip(names, values))
         if params["sidecar_count"] == 0:
+            # No sidecar, no proxy: one condition, the app alone.
+            params["sidecar_load_pct"] = 0
+            params["proxy"] = DEFAULT_PROXY
+        elif params["proxy"] != DEFAULT_PROXY and params["sidecar_count"] == 1:
+            # A real proxy alone: no busy-loop sidecar is left for the load to mean anything.
             params["sidecar_load_pct"] = 0
         if params["load_model"] == "closed":
             # A closed loop has no rate: one closed condition, not one per share or arrival process.

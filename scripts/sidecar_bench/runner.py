@@ -71,6 +71,7 @@ import docker.errors
 import requests.exceptions
 
 from . import cgroup, environment, hey, openloop, record, warmup
+from . import proxy as proxymod
 from .conditions import Condition, LoadSettings
 
 log = logging.getLogger("sidecar_bench.runner")
@@ -391,6 +392,7 @@ def task_environment(condition: Condition, sidecar_burn: str = "wall") -> dict[s
         "SIDECAR_COUNT": str(condition.sidecar_count),
         "SIDECAR_LOAD": f"{condition.sidecar_load_pct:g}",
         "SIDECAR_BURN": sidecar_burn,
+        **proxymod.environment(condition),
     }
 
 
@@ -563,7 +565,7 @@ class Measurement:
             mem_limit=memory,
             memswap_limit=memory,  # equal to the memory limit: no swap
             network_mode="none",
-            **hardening(TASK_TMPFS),
+            **hardening(proxymod.task_tmpfs(condition, TASK_TMPFS)),
         )
         log.info("started task container %s (%s)", self.task.name, self.task.short_id)
         try:
@@ -604,7 +606,7 @@ class Measurement:
         if self.open_load is None:
             return self.hey(duration_s, csv_path)
         cond = self.condition
-        args = openloop.command(WORK_URL, self.open_load.rate_per_s, duration_s, arrivals=cond.arrivals,
+        args = openloop.command(self.work_url, self.open_load.rate_per_s, duration_s, arrivals=cond.arrivals,
                                 max_conns=OPEN_MAX_CONNS, slack_s=OPEN_SLACK_S,
                                 seed=self.repeat + (OPEN_WARMUP_SEED if warmup else 0), csv_path="-",
                                 summary_path="/dev/null" if warmup else OPEN_SUMMARY)
@@ -705,7 +707,8 @@ class Measurement:
         polls = str(max(1, round(READY_EXEC_S / READY_POLL_S)))
         while True:
             try:
-                result = self.loadgen_exec(["sh", "-c", READY_SCRIPT, "ready", WORK_URL, polls, f"{READY_POLL_S:g}"])
+                result = self.loadgen_exec(["sh", "-c", READY_SCRIPT, "ready", self.work_url, polls,
+                                            f"{READY_POLL_S:g}"])
                 head, ready, rest = result.stdout.partition("@@ready\n")
                 if ready:
                     self.before = self._before_window(result, rest)
@@ -778,8 +781,28 @@ class Measurement:
     def hey(self, duration_s: float, csv_path: str) -> ExecResult:
         """hey with its CSV written to csv_path in the load generator; stdout holds its CPU counter lines."""
         limit = f"{duration_s + HEY_GRACE_S:g}"
-        return self.loadgen_exec(hey.command_to_file(WORK_URL, duration_s, self.load.concurrency, csv_path,
+        return self.loadgen_exec(hey.command_to_file(self.work_url, duration_s, self.load.concurrency, csv_path,
                                                      ("timeout", "-s", "KILL", limit)))
+
+    @property
+    def work_url(self) -> str:
+        """What hey loads: /work on the proxy's port when a real proxy is in the path, else on the app's."""
+        return f"{proxymod.base_url(self.condition)}/work"
+
+    def proxy_counts(self) -> tuple[int, int, int | None] | None:
+        """A real proxy's requests received and forwarded, and access log lines (outside the window); None
+        without one."""
+        if not self.condition.real_proxy:
+            return None
+        stats = self.loadgen_exec(["curl", "-sS", "--max-time", "10", proxymod.STATS_CSV_URL])
+        lines = self.task_exec(proxymod.COUNT_LOG_SCRIPT)
+        if stats.exit_code != 0 or lines.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading the proxy's counters failed: "
+                           f"{(stats.stderr + lines.stderr).strip()[:300]}")
+        try:
+            return (*proxymod.parse_requests(stats.stdout), proxymod.parse_log_lines(lines.stdout))
+        except proxymod.ProxyCountError as err:
+            raise RunError(f"{self.condition.id}: {err}") from err
 
     def remove(self) -> None:
         """Remove this run's containers, found by their run label too (covers a create that raced a signal)."""
@@ -949,7 +972,7 @@ def run_condition(
         "format_version": record.FORMAT_VERSION,
         "repeat": repeat,
         "condition": condition.as_dict(),
-        "load": {**load.as_dict(), "url": WORK_URL, "load_model": condition.load_model},
+        "load": {**load.as_dict(), "url": measurement.work_url, "load_model": condition.load_model},
         **({"warmup": warmed} if warmed is not None else {}),
         **parts,
         "environment": environment.describe(
@@ -988,6 +1011,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     condition, load = m.condition, m.load
     probe, tcp_before, served_before = m.before
     oom_before = m.oom_kills()
+    proxy_before = m.proxy_counts()
     # Innermost: nothing but the hey exec between the two task snapshots.
     snap_before, t_before = m.snapshot(wait_roles=True)
     # No readable cgroup files: the Docker stats API brackets the window instead (wider, coarser).
@@ -1002,6 +1026,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         end = utc_now()
         result, hey_wall = running.result()
     tcp_after, served_after, csv_text = m.after_window()
+    proxy_after = m.proxy_counts()
     oom_after = m.oom_kills()
     m.task.reload()
     state = m.task.attrs["State"]
@@ -1035,6 +1060,9 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                     condition.id, hey.MAX_ROWS)
     failed, evidence = count_failed(check.rows, served_before, served_after, tcp_before, tcp_after,
                                     cap_reached=check.cap_reached)
+    if condition.real_proxy:
+        failed, evidence = proxymod.count_failed(check.rows, served_after - served_before,
+                                                 proxy_after[1] - proxy_before[1], evidence, check.cap_reached)
     if m.open_summary is not None:
         # The open-loop generator sees every request it sent fail: its own count is exact.
         evidence["openloop_errors"] = m.open_summary.errors
@@ -1080,6 +1108,15 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     processes = [{"role": "app", "target_pct": None, "cpu_s": cpu_by_role["app"]}]
     processes += [{"role": role, "target_pct": condition.sidecar_load_pct, "cpu_s": cpu_by_role[role]}
                   for role in condition.roles]
+    proxy_section = {}
+    if condition.real_proxy:
+        # A real proxy burns what its traffic costs, no set share; the run keeps what it counted.
+        processes[1]["target_pct"] = None
+        try:
+            proxy_section["proxy"] = proxymod.record(condition, m.task_image.labels or {}, proxy_before,
+                                                     proxy_after, check.rows)
+        except proxymod.ProxyCountError as err:
+            raise RunError(str(err)) from err
 
     host = cgroup.host_cpu_delta(snap_before, snap_after)
     parts = {
@@ -1087,7 +1124,8 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                    "hey_span_s": round(check.span_s, 6),
                    # Closed loop only: an open loop's connections idle between arrivals by design.
                    "time_coverage": None if m.open_summary is not None else round(check.time_coverage, 4)},
-        "requests": {"rows": check.rows, "non_2xx": check.non_2xx, "failed": failed, "failed_source": FAILED_SOURCE,
+        "requests": {"rows": check.rows, "non_2xx": check.non_2xx, "failed": failed,
+                     "failed_source": proxymod.FAILED_SOURCE if condition.real_proxy else FAILED_SOURCE,
                      "error_distribution": evidence, "served_delta": served_after - served_before,
                      "cap_reached": check.cap_reached},
         "cgroup": cpu,
@@ -1105,6 +1143,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
             "peak_memory_bytes": peak,
         },
         "probe": probe,
+        **proxy_section,
     }
     return samples, parts
 
@@ -1137,7 +1176,7 @@ def warm_until_steady(m: Measurement) -> dict[str, Any]:
     bursts: list[dict[str, float]] = []
     started = time.monotonic()
     while True:
-        command = hey.command(WORK_URL, warmup.BURST_S, m.load.concurrency)
+        command = hey.command(m.work_url, warmup.BURST_S, m.load.concurrency)
         limit = f"{warmup.BURST_S + HEY_GRACE_S:g}"
         result = m.loadgen_exec(["sh", "-c", warmup.BURST_SCRIPT, "warmup", WARMUP_CSV,
                                  "timeout", "-s", "KILL", limit, *command])

@@ -54,9 +54,9 @@ os.environ.update(
 
 wildcard_constraints:
     preset=re.escape(PRESET),
-    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_open[0-9.]+c?)?",
-    setup="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+",
-    variant="go|go-sidecar|next|next-sidecar|loadgen|loadgen-open",
+    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_px-[a-z-]+)?(_open[0-9.]+c?)?",
+    setup="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_px-[a-z-]+)?",
+    variant="go|go-sidecar|go-proxy|next|next-sidecar|next-proxy|loadgen|loadgen-open",
     repeat="[1-9][0-9]*",
 
 
