@@ -112,9 +112,18 @@ def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
         del v1[key]
     del v1["window"]["load_s"], v1["requests"]["cap_reached"]
     assert record.read_run_meta(record.write_run(directory / "v1.parquet", samples, v1))["format_version"] == 1
-    v1["format_version"] = 3
-    with pytest.raises(record.RunFileError, match="format_version is 3, this code reads 1 and 2"):
-        record.write_run(directory / "v3.parquet", samples, v1)
+    v1["format_version"] = 4
+    with pytest.raises(record.RunFileError, match="format_version is 4, this code reads 1 and 2 and 3"):
+        record.write_run(directory / "v4.parquet", samples, v1)
+    # Version 3 adds the knobs against throttling; version 2 files (no knobs) still read.
+    v3 = make_meta(condition, len(samples))
+    v3["format_version"] = 3
+    with pytest.raises(record.RunFileError, match=r"format_version 3\) lacks knobs"):
+        record.write_run(directory / "v3.parquet", samples, v3)
+    v3["knobs"] = {}
+    assert record.read_run_meta(record.write_run(directory / "v3.parquet", samples, v3))["format_version"] == 3
+    assert record.read_run_meta(record.write_run(directory / "v2.parquet", samples, make_meta(condition, len(
+        samples))))["format_version"] == 2
 
 
 # ---- failure counting, progress ---------------------------------------------------------------
@@ -183,7 +192,8 @@ def test_limits_from_the_engine_when_no_cgroup_file_is_readable():
     applied = runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "CpuPeriod": 0, "CpuQuota": 0,
                                                      "Memory": 2048 * 2**20, "MemorySwap": 2048 * 2**20})
     assert applied.as_dict() == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
-                                 "memory_limit_bytes": 2048 * 2**20, "swap_limit_bytes": 0}
+                                 "memory_limit_bytes": 2048 * 2**20, "swap_limit_bytes": 0, "cpu_burst_us": None,
+                                 "cpu_shares": None, "cpu_weight": None, "cpuset_cpus": None}
 
 
 def test_the_load_generator_exits_on_its_own_after_every_step_could_have_ended():
@@ -273,9 +283,12 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
     assert env["image_variant"] == "go-sidecar" and env["hey_version"].startswith("0.1.4")
     assert env["cgroup_version"] == "1" and env["engine_id"] == client.info()["ID"]
     assert meta["window"]["wall_s"] >= 3
-    assert meta["repeat"] == 1 and meta["format_version"] == 2
+    assert meta["repeat"] == 1 and meta["format_version"] == 3 and meta["knobs"] == {}
     assert meta["limits"] == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
-                              "memory_limit_bytes": 2040 * 2**20, "swap_limit_bytes": 0}
+                              "memory_limit_bytes": 2040 * 2**20, "swap_limit_bytes": 0, "cpu_burst_us": 0,
+                              "cpu_shares": 1024, "cpu_weight": None,
+                              "cpuset_cpus": f"0-{client.info()['NCPU'] - 1}"}
+    assert (cpu["nr_bursts"], cpu["burst_s"]) == (0, 0.0)
     host = meta["host"]
     assert host["cpus"] == client.info()["NCPU"] and 0 < host["busy_s"] <= host["total_s"]
     # All CPUs over the CPU window (on the uptime clock); tick accounting on an idle CPU lags by a few

@@ -39,7 +39,7 @@ def test_every_table_is_written_as_markdown_and_csv(tables):
     names = {p.name for p in tables.iterdir()}
     assert names == {f"{n}.{ext}" for n in TABLE_NAMES for ext in ("md", "csv")}
     assert set(TABLE_NAMES) == {"load_sweep_go", "load_sweep_next", "breaking_points", "go_vs_next", "rps_grid_go",
-                                "rps_grid_next", "p99_grid_go", "p99_grid_next", "memory"}
+                                "rps_grid_next", "p99_grid_go", "p99_grid_next", "memory", "mitigations"}
 
 
 def test_summary_files_hold_one_row_per_run(tables):

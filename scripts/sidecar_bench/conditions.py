@@ -6,7 +6,9 @@ A condition is a value. Its id is readable and stable, so that a run file
 
 from __future__ import annotations
 
+import functools
 import itertools
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Mapping
 
@@ -24,6 +26,34 @@ MIN_VCPU = 0.01
 # OOM-killed at 64 MiB and ran at 96 (45 requests/s). Each minimum is the lowest working limit
 # with all three sidecars, rounded up with room for the Python sidecars' growth.
 MIN_MEMORY_MB = {"go": 32, "next": 128}
+# The CFS period Docker and the kernel accept (docker run --cpu-period: 1 ms to 1 s), and the smallest quota
+# (--cpu-quota: 1 ms). The article's period, Docker's default with --cpus, is 100 ms.
+MIN_PERIOD_MS, MAX_PERIOD_MS, DEFAULT_PERIOD_MS = 1.0, 1000.0, 100.0
+MIN_QUOTA_US = 1000
+# A cpuset as docker run --cpuset-cpus takes it: "0", "0-1", "0,2", "0-1,3".
+CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+# CPU shares of a task without a quota: ECS gives a task cgroup its cpu units, 1024 per vCPU.
+SHARES_PER_VCPU = 1024
+# The knobs against CFS throttling (docs/method.md, "Knobs against throttling"): condition fields whose
+# default is the article's setting. At the default a knob is absent from the id and from as_dict(), so
+# that every condition without knobs keeps its id and its rerun fingerprint.
+KNOBS = ("cpu_period_ms", "cpu_burst_pct", "cpu_quota", "cpuset", "gomaxprocs", "uv_threadpool_size",
+         "node_semi_space_mb")
+KNOB_DEFAULTS: dict[str, Any] = {"cpu_period_ms": None, "cpu_burst_pct": None, "cpu_quota": True, "cpuset": None,
+                                 "gomaxprocs": None, "uv_threadpool_size": None, "node_semi_space_mb": None}
+
+
+def cpuset_cpus(text: str) -> list[int]:
+    """'0-1,3' -> [0, 1, 3]; ConfigError if it is not a cpuset."""
+    if not CPUSET.match(text):
+        raise ConfigError(f"cpuset: {text!r} is not a CPU list like 0, 0-1 or 0,2")
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        if high and int(high) < int(low):
+            raise ConfigError(f"cpuset: {text!r} has a range that runs backwards ({part})")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return sorted(cpus)
 
 
 class ConfigError(ValueError):
@@ -35,7 +65,8 @@ def _number_text(value: float) -> str:
     return f"{value:g}"
 
 
-@dataclass(frozen=True, order=True)
+@functools.total_ordering
+@dataclass(frozen=True)
 class Condition:
     """One task configuration: app, CPU and memory limits, sidecars and their load."""
 
@@ -44,6 +75,14 @@ class Condition:
     memory_mb: int
     sidecar_count: int
     sidecar_load_pct: float
+    # Knobs (KNOBS); None / True: the article's setting.
+    cpu_period_ms: float | None = None  # CFS period (docker run --cpu-period); None: 100 ms
+    cpu_burst_pct: float | None = None  # CFS burst in % of one period's quota (cpu.cfs_burst_us, cpu.max.burst)
+    cpu_quota: bool = True  # False: no quota, CPU shares = vcpu x 1024 (weights only)
+    cpuset: str | None = None  # docker run --cpuset-cpus
+    gomaxprocs: int | None = None  # Go: GOMAXPROCS in the app's environment
+    uv_threadpool_size: int | None = None  # Next.js: UV_THREADPOOL_SIZE
+    node_semi_space_mb: int | None = None  # Next.js: NODE_OPTIONS=--max-semi-space-size
 
     def __post_init__(self) -> None:
         if self.app not in APPS:
@@ -60,15 +99,123 @@ class Condition:
         # Plain floats, so that 1 and 1.0 make one condition, one id and one repr.
         object.__setattr__(self, "vcpu", float(self.vcpu))
         object.__setattr__(self, "sidecar_load_pct", float(self.sidecar_load_pct))
+        self._check_knobs()
+
+    def _check_knobs(self) -> None:
+        """Validate the knobs and bring each to one form: the article's setting written out (period 100 ms,
+        burst 0) becomes the default, so that it is the article's condition, with its id."""
+        period = self.cpu_period_ms
+        if period is not None:
+            if isinstance(period, bool) or not isinstance(period, (int, float)) \
+                    or not MIN_PERIOD_MS <= period <= MAX_PERIOD_MS:
+                raise ConfigError(f"cpu_period_ms: {period!r} is not a number from {MIN_PERIOD_MS:g} to "
+                                  f"{MAX_PERIOD_MS:g} (the CFS periods Docker accepts)")
+            if round(period * 1000) != period * 1000:
+                raise ConfigError(f"cpu_period_ms: {period!r} is not a whole number of microseconds")
+            object.__setattr__(self, "cpu_period_ms", None if period == DEFAULT_PERIOD_MS else float(period))
+        burst = self.cpu_burst_pct
+        if burst is not None:
+            if isinstance(burst, bool) or not isinstance(burst, (int, float)) or not 0 <= burst <= 100:
+                raise ConfigError(f"cpu_burst_pct: {burst!r} is not within 0..100 (% of one period's quota; the "
+                                  "kernel refuses a burst above the quota)")
+            object.__setattr__(self, "cpu_burst_pct", None if burst == 0 else float(burst))
+        if not isinstance(self.cpu_quota, bool):
+            raise ConfigError(f"cpu_quota: {self.cpu_quota!r} is not true or false")
+        if not self.cpu_quota and self.cpu_period_ms is not None:
+            raise ConfigError(f"cpu_period_ms: {self.cpu_period_ms:g} with cpu_quota false: a period means nothing "
+                              "without a quota")
+        if not self.cpu_quota and self.cpu_burst_pct is not None:
+            raise ConfigError(f"cpu_burst_pct: {self.cpu_burst_pct:g} with cpu_quota false: a burst means nothing "
+                              "without a quota")
+        if self.cpu_period_ms is not None and self.quota_us < MIN_QUOTA_US:
+            raise ConfigError(f"cpu_period_ms: {self.period_us / 1000:g} at vcpu {self.vcpu:g} makes a quota of "
+                              f"{self.quota_us} us, below the {MIN_QUOTA_US} us the kernel accepts; lengthen the period")
+        if self.cpuset is not None:
+            if not isinstance(self.cpuset, str):
+                object.__setattr__(self, "cpuset", str(self.cpuset))
+            cpus = cpuset_cpus(self.cpuset)
+            if self.cpu_quota and self.vcpu > len(cpus):
+                raise ConfigError(f"cpuset: {self.cpuset!r} has {len(cpus)} CPU(s), fewer than vcpu {self.vcpu:g}: the "
+                                  "quota could never be used; set cpu_quota false to make the cpuset the budget")
+        for name, app, low, high in (("gomaxprocs", "go", 1, 1024), ("uv_threadpool_size", "next", 1, 1024),
+                                     ("node_semi_space_mb", "next", 1, 1024)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigError(f"{name}: {value!r} is not a whole number from {low} to {high}")
+            if self.app != app:
+                raise ConfigError(f"{name}: {value} is a setting of the {app} app, not of {self.app}")
+
+    def sort_key(self) -> tuple[Any, ...]:
+        """The article's fields in order, then the knobs' id parts ("" at the article's settings first)."""
+        return (self.app, self.vcpu, self.memory_mb, self.sidecar_count, self.sidecar_load_pct, self.id_parts())
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Condition):
+            return NotImplemented
+        return self.sort_key() < other.sort_key()
+
+    @property
+    def period_us(self) -> int:
+        return round((self.cpu_period_ms or DEFAULT_PERIOD_MS) * 1000)
+
+    @property
+    def quota_us(self) -> int:
+        """The CFS quota the condition sets (-1 without one)."""
+        return round(self.vcpu * self.period_us) if self.cpu_quota else -1
+
+    @property
+    def burst_us(self) -> int:
+        return round(self.quota_us * (self.cpu_burst_pct or 0) / 100) if self.cpu_quota else 0
+
+    @property
+    def cpu_shares(self) -> int | None:
+        """CPU shares without a quota (vcpu x 1024, at least 2); None: Docker's default."""
+        return None if self.cpu_quota else max(2, round(self.vcpu * SHARES_PER_VCPU))
+
+    @property
+    def knobs(self) -> dict[str, Any]:
+        """The knobs that differ from the article's settings."""
+        return {name: getattr(self, name) for name in KNOBS if getattr(self, name) != KNOB_DEFAULTS[name]}
+
+    @property
+    def knobs_text(self) -> str:
+        """'period 5 ms, burst 50 %' (empty at the article's settings): the summary's and tables' label."""
+        words = {"cpu_period_ms": lambda v: f"period {v:g} ms", "cpu_burst_pct": lambda v: f"burst {v:g} %",
+                 "cpu_quota": lambda v: "no quota", "cpuset": lambda v: f"cpuset {v}",
+                 "gomaxprocs": lambda v: f"GOMAXPROCS {v}", "uv_threadpool_size": lambda v: f"UV_THREADPOOL_SIZE {v}",
+                 "node_semi_space_mb": lambda v: f"semi-space {v} MB"}
+        return ", ".join(words[name](value) for name, value in self.knobs.items())
 
     @property
     def id(self) -> str:
         load = self.sidecar_load_pct
         load_text = f"{int(load):02d}" if load == int(load) else _number_text(load)
-        return (
+        base = (
             f"{self.app}_cpu{_number_text(self.vcpu)}_mem{self.memory_mb}"
             f"_sc{self.sidecar_count}_load{load_text}"
         )
+        return base + "".join(f"_{part}" for part in self.id_parts())
+
+    def id_parts(self) -> list[str]:
+        """The knobs' parts of the id, in KNOBS order; none at the article's settings."""
+        parts = []
+        if self.cpu_period_ms is not None:
+            parts.append(f"period{_number_text(self.cpu_period_ms)}ms")
+        if self.cpu_burst_pct is not None:
+            parts.append(f"burst{_number_text(self.cpu_burst_pct)}")
+        if not self.cpu_quota:
+            parts.append("noquota")
+        if self.cpuset is not None:
+            parts.append("cpuset" + self.cpuset.replace("-", "to").replace(",", "and"))
+        if self.gomaxprocs is not None:
+            parts.append(f"gomaxprocs{self.gomaxprocs}")
+        if self.uv_threadpool_size is not None:
+            parts.append(f"uvpool{self.uv_threadpool_size}")
+        if self.node_semi_space_mb is not None:
+            parts.append(f"semispace{self.node_semi_space_mb}")
+        return parts
 
     @property
     def total_sidecar_load_pct(self) -> float:
@@ -84,11 +231,14 @@ class Condition:
         return ROLES[: self.sidecar_count]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, **asdict(self), "total_sidecar_load_pct": self.total_sidecar_load_pct}
+        """The condition as params and run files hold it; a knob only when it is not the article's setting
+        (so that a condition without knobs has the same params, hence rerun fingerprint, as before knobs)."""
+        plain = {name: value for name, value in asdict(self).items() if name not in KNOBS}
+        return {"id": self.id, **plain, "total_sidecar_load_pct": self.total_sidecar_load_pct, **self.knobs}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Condition":
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data or f.name not in KNOBS})
 
 
 @dataclass(frozen=True)
@@ -126,6 +276,8 @@ class LoadSettings:
 
 
 AXES = ("app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct")
+# Optional axes of a set: each knob, as a list of values (null: the article's setting).
+OPTIONAL_AXES = KNOBS
 
 
 def check_startable(condition: Condition, where: str = "") -> None:
@@ -149,12 +301,13 @@ def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
     missing = [axis for axis in AXES if axis not in axes]
     if missing:
         raise ConfigError(f"sets.{name}: missing axis {', '.join(missing)}")
-    unknown = sorted(set(axes) - set(AXES))
+    unknown = sorted(set(axes) - set(AXES) - set(OPTIONAL_AXES))
     if unknown:
         raise ConfigError(f"sets.{name}: unknown axis {', '.join(unknown)}")
+    used = AXES + tuple(axis for axis in OPTIONAL_AXES if axis in axes)
     conditions: dict[str, Condition] = {}
-    for values in itertools.product(*(axes[axis] for axis in AXES)):
-        params = dict(zip(AXES, values))
+    for values in itertools.product(*(axes[axis] for axis in used)):
+        params = dict(zip(used, values))
         if params["sidecar_count"] == 0:
             params["sidecar_load_pct"] = 0
         try:

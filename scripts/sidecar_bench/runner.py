@@ -69,7 +69,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from . import cgroup, environment, hey, record
+from . import cgroup, environment, hey, knobs, record
 from .conditions import Condition, LoadSettings
 
 log = logging.getLogger("sidecar_bench.runner")
@@ -324,6 +324,7 @@ def task_environment(condition: Condition, sidecar_burn: str = "wall") -> dict[s
         "SIDECAR_COUNT": str(condition.sidecar_count),
         "SIDECAR_LOAD": f"{condition.sidecar_load_pct:g}",
         "SIDECAR_BURN": sidecar_burn,
+        **knobs.runtime_environment(condition),
     }
 
 
@@ -390,7 +391,13 @@ def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods:
     The limits are read back from the cgroup, not taken from what was asked of
     Docker; nr_periods must grow over a loaded window: on a cgroup v2 host
     without a delegated cpu controller the counters would not be the task's.
+    The knobs (period, burst, no quota and its shares, cpuset) are checked the same way.
     """
+    if condition.knobs:
+        check_knob_limits(condition, limits)
+    if not condition.cpu_quota:
+        check_memory(condition, limits)
+        return
     if limits is None or limits.vcpu is None:
         found = "no cgroup limit files" if limits is None else (
             f"cpu quota {limits.cpu_quota_us} / period {limits.cpu_period_us} us")
@@ -399,14 +406,58 @@ def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods:
     if abs(limits.vcpu - condition.vcpu) > VCPU_TOLERANCE:
         raise RunError(f"{condition.id}: expected a CPU limit of {condition.vcpu:g} vCPU, the task's cgroup has "
                        f"quota {limits.cpu_quota_us} / period {limits.cpu_period_us} us = {limits.vcpu:g} vCPU")
-    expected_memory = condition.memory_mb * 2**20
-    if limits.memory_limit_bytes != expected_memory:
-        raise RunError(f"{condition.id}: expected a memory limit of {condition.memory_mb} MiB ({expected_memory} "
-                       f"bytes), the task's cgroup has {limits.memory_limit_bytes} bytes")
+    check_memory(condition, limits)
     if nr_periods <= 0:
         raise RunError(f"{condition.id}: the task cgroup's nr_periods did not increase over the window "
                        f"(delta {nr_periods}): its CPU counters are not the task's own (cgroup v2 without "
                        "the cpu controller delegated to containers?); enable it and rerun")
+
+
+def check_memory(condition: Condition, limits: cgroup.Limits | None) -> None:
+    expected_memory = condition.memory_mb * 2**20
+    if limits is None or limits.memory_limit_bytes != expected_memory:
+        found = "no memory limit file" if limits is None else f"{limits.memory_limit_bytes} bytes"
+        raise RunError(f"{condition.id}: expected a memory limit of {condition.memory_mb} MiB ({expected_memory} "
+                       f"bytes), the task's cgroup has {found}")
+
+
+def check_knob_limits(condition: Condition, limits: cgroup.Limits | None) -> None:
+    """Fail unless the task's cgroup holds the knobs' settings: quota and period, burst, shares, cpuset."""
+    if limits is None:
+        raise RunError(f"{condition.id}: no cgroup limit files to check {condition.knobs_text} against")
+    found = (limits.cpu_quota_us, limits.cpu_period_us)
+    if found != (condition.quota_us, condition.period_us):
+        raise RunError(f"{condition.id}: expected CPU quota {condition.quota_us} / period {condition.period_us} us "
+                       f"({condition.knobs_text}), the task's cgroup has quota {found[0]} / period {found[1]} us")
+    if condition.cpu_burst_pct is not None and limits.cpu_burst_us != condition.burst_us:
+        raise RunError(f"{condition.id}: expected a CFS burst of {condition.burst_us} us, the task's cgroup has "
+                       f"{limits.cpu_burst_us}")
+    if condition.cpu_shares is not None:
+        if limits.cpu_shares is not None and limits.cpu_shares != condition.cpu_shares:
+            raise RunError(f"{condition.id}: expected {condition.cpu_shares} CPU shares, the task's cgroup has "
+                           f"{limits.cpu_shares}")
+        if limits.cpu_shares is None and limits.cpu_weight is None:
+            raise RunError(f"{condition.id}: the task's cgroup shows neither cpu.shares nor cpu.weight")
+    if condition.cpuset is not None:
+        found_cpus = None if limits.cpuset_cpus is None else knob_cpus(limits.cpuset_cpus)
+        if found_cpus != knob_cpus(condition.cpuset):
+            raise RunError(f"{condition.id}: expected cpuset {condition.cpuset}, the task's cgroup has "
+                           f"{limits.cpuset_cpus}")
+
+
+def knob_cpus(text: str) -> list[int]:
+    from .conditions import cpuset_cpus
+
+    return cpuset_cpus(text)
+
+
+def check_app_environment(condition: Condition, found: Mapping[str, str]) -> None:
+    """Fail unless the app process runs with the runtime settings the condition asks for (and no other)."""
+    expected = knobs.runtime_environment(condition)
+    for name in ("GOMAXPROCS", "UV_THREADPOOL_SIZE", "NODE_OPTIONS"):
+        if found.get(name) != expected.get(name):
+            raise RunError(f"{condition.id}: expected the app to run with {name}={expected.get(name, '(unset)')}, "
+                           f"its environment has {found.get(name, '(unset)')}")
 
 
 class Measurement:
@@ -456,13 +507,15 @@ class Measurement:
             name=container_name(condition, self.run_id, "task"),
             environment=task_environment(condition, self.load.sidecar_burn),
             labels=labels(condition, self.run_id, "task"),
-            nano_cpus=round(condition.vcpu * 1e9),
+            **knobs.task_cpu_options(condition),
             mem_limit=memory,
             memswap_limit=memory,  # equal to the memory limit: no swap
             network_mode="none",
             **hardening(TASK_TMPFS),
         )
         log.info("started task container %s (%s)", self.task.name, self.task.short_id)
+        if condition.cpu_burst_pct is not None:
+            self.set_burst()
         try:
             self.loadgen = self.client.containers.run(
                 self.loadgen_image.id,
@@ -480,6 +533,37 @@ class Measurement:
                 raise self.start_error("exited before the load generator could join it") from err
             raise
         log.info("started load generator %s in the task's network namespace", self.loadgen.name)
+
+    def set_burst(self) -> None:
+        """Write the CFS burst into the task's cgroup with the helper container (knobs.py says why one)."""
+        info = self.client.info()
+        burst = self.condition.burst_us
+        try:
+            output = self.client.containers.run(
+                self.loadgen_image.id,
+                entrypoint=["sh"],
+                command=knobs.helper_command(info, self.task.id, burst),
+                name=container_name(self.condition, self.run_id, "burst"),
+                labels=labels(self.condition, self.run_id, "burst"),
+                remove=True,
+                stdout=True,
+                stderr=True,
+                **knobs.helper_options(info),
+            )
+        except docker.errors.ContainerError as err:
+            raise RunError(f"{self.condition.id}: setting the CFS burst to {burst} us failed: "
+                           f"{(err.stderr or b'').decode(errors='replace').strip()[:300]}") from err
+        written = output.decode(errors="replace").strip()
+        if written != str(burst):
+            raise RunError(f"{self.condition.id}: wrote a CFS burst of {burst} us, the cgroup holds {written!r}")
+        log.info("set the task's CFS burst to %d us", burst)
+
+    def app_environment(self) -> dict[str, str]:
+        """The runtime settings in the app process's own environment (/proc/PID/environ)."""
+        result = exec_in(self.client, self.task.id, ["sh", "-c", knobs.APP_ENV_SCRIPT, "env", cgroup.ROLES_FILE])
+        if result.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading the app's environment failed: {result.stderr[:300]}")
+        return knobs.parse_app_env(result.stdout)
 
     def start_error(self, what: str, phase: str = "start", detail: str = "",
                     died: Mapping[str, Any] | None = None, oom_killed: bool = False) -> AppStopped:
@@ -719,7 +803,12 @@ def run_condition(
     load = as_load(load)
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise RunError(f"{condition.id}: repeat {repeat!r} is not a whole number >= 1")
-    check_host_capacity(client.info(), condition, host_name, engine_address(client))
+    info = client.info()
+    check_host_capacity(info, condition, host_name, engine_address(client))
+    try:
+        knobs.check_supported(info, condition, host_name)
+    except knobs.KnobError as err:
+        raise RunError(str(err)) from None
     task_image = _image(client, task_image, "task")
     loadgen_image = _image(client, loadgen_image, "load generator")
     variant = (task_image.labels or {}).get("org.sidecar-bench.variant")
@@ -872,6 +961,10 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         cpu["end_lag_s"] = round(snap_after.uptime_s - (hey_start + check.span_s), 2)
     limits = snap_after.limits or cgroup.limits_from_host_config(m.task.attrs.get("HostConfig") or {})
     check_limits(condition, limits, cpu["nr_periods"])
+    runtime = None
+    if knobs.runtime_environment(condition):
+        runtime = m.app_environment()
+        check_app_environment(condition, runtime)
 
     expected_roles = {"app", *condition.roles}
     if set(snap_before.roles) != expected_roles:
@@ -896,6 +989,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                      "cap_reached": check.cap_reached},
         "cgroup": cpu,
         "limits": limits.as_dict(),
+        "knobs": {**condition.knobs, **({"app_environment": runtime} if runtime is not None else {})},
         "host": None if host is None else {"cpus": host["cpus"], "busy_s": round(host["busy_s"], 3),
                                            "total_s": round(host["total_s"], 3)},
         "loadgen": {"cpu_s": None if loadgen_cpu_s is None else round(loadgen_cpu_s, 6)},

@@ -53,7 +53,7 @@ os.environ.update(
 
 wildcard_constraints:
     preset=re.escape(PRESET),
-    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+",
+    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_[a-z]+[0-9a-z.]*)*",
     variant="go|go-sidecar|next|next-sidecar|loadgen",
     repeat="[1-9][0-9]*",
 
