@@ -152,6 +152,8 @@ class TaskSnapshot:
     files: Mapping[str, str] = field(default_factory=dict, repr=False)
     limits: Limits | None = None
     host: HostCpu | None = None
+    # "@@..." lines of other readers (the task topology's @@role lines), in order.
+    extra: tuple[str, ...] = ()
 
 
 def parse_key_values(text: str) -> dict[str, int]:
@@ -321,6 +323,7 @@ def parse_snapshot(text: str) -> TaskSnapshot:
     files: dict[str, list[str]] = {}
     processes = []
     cpu_lines: list[str] = []
+    extra: list[str] = []
     clk_tck = 100
     current: list[str] | None = None
     ended = False
@@ -339,6 +342,9 @@ def parse_snapshot(text: str) -> TaskSnapshot:
         elif line == "@@end":
             ended = True
             current = None
+        elif line.startswith("@@"):
+            current = None
+            extra.append(line)
         elif current is not None:
             current.append(line)
     if not ended:
@@ -353,7 +359,8 @@ def parse_snapshot(text: str) -> TaskSnapshot:
     uptime = float(texts["/proc/uptime"].split()[0]) if "/proc/uptime" in texts else None
     roles = parse_roles(texts.get(ROLES_FILE, ""))
     return TaskSnapshot(counters=counters, roles=roles, processes=tuple(processes), clk_tck=clk_tck,
-                        uptime_s=uptime, files=texts, limits=parse_limits(texts), host=parse_host_cpu(cpu_lines))
+                        uptime_s=uptime, files=texts, limits=parse_limits(texts), host=parse_host_cpu(cpu_lines),
+                        extra=tuple(extra))
 
 
 def counters_delta(before: CgroupCounters, after: CgroupCounters) -> dict[str, Any]:

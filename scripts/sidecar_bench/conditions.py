@@ -38,9 +38,16 @@ SHARES_PER_VCPU = 1024
 # default is the article's setting. At the default a knob is absent from the id and from as_dict(), so
 # that every condition without knobs keeps its id and its rerun fingerprint.
 KNOBS = ("cpu_period_ms", "cpu_burst_pct", "cpu_quota", "cpuset", "gomaxprocs", "uv_threadpool_size",
-         "node_semi_space_mb")
+         "node_semi_space_mb", "topology", "app_cpu_units", "sidecar_cpu_units")
 KNOB_DEFAULTS: dict[str, Any] = {"cpu_period_ms": None, "cpu_burst_pct": None, "cpu_quota": True, "cpuset": None,
-                                 "gomaxprocs": None, "uv_threadpool_size": None, "node_semi_space_mb": None}
+                                 "gomaxprocs": None, "uv_threadpool_size": None, "node_semi_space_mb": None,
+                                 "topology": "process", "app_cpu_units": None, "sidecar_cpu_units": None}
+# How a task is laid out in cgroups (docs/method.md, "The task topology"): process - one container, the app and
+# its sidecars processes of one cgroup (the article's); task - ECS's layout, a task cgroup with the quota and one
+# container per role under it, each with its own CPU weight.
+TOPOLOGIES = ("process", "task")
+# ECS container cpu units -> CPUShares: 2 when unset (0 and 1 become 2), at most 262144.
+MIN_SHARES, MAX_SHARES = 2, 262144
 
 
 def cpuset_cpus(text: str) -> list[int]:
@@ -83,6 +90,9 @@ class Condition:
     gomaxprocs: int | None = None  # Go: GOMAXPROCS in the app's environment
     uv_threadpool_size: int | None = None  # Next.js: UV_THREADPOOL_SIZE
     node_semi_space_mb: int | None = None  # Next.js: NODE_OPTIONS=--max-semi-space-size
+    topology: str = "process"  # TOPOLOGIES
+    app_cpu_units: int | None = None  # task topology: the app container's CPU shares (ECS cpu units); None: 2
+    sidecar_cpu_units: int | None = None  # task topology: each sidecar container's CPU shares; None: 2
 
     def __post_init__(self) -> None:
         if self.app not in APPS:
@@ -137,6 +147,22 @@ class Condition:
             if self.cpu_quota and self.vcpu > len(cpus):
                 raise ConfigError(f"cpuset: {self.cpuset!r} has {len(cpus)} CPU(s), fewer than vcpu {self.vcpu:g}: the "
                                   "quota could never be used; set cpu_quota false to make the cpuset the budget")
+        if self.topology not in TOPOLOGIES:
+            raise ConfigError(f"topology: {self.topology!r} is not one of {', '.join(TOPOLOGIES)}")
+        for name in ("app_cpu_units", "sidecar_cpu_units"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SHARES:
+                raise ConfigError(f"{name}: {value!r} is not a whole number from 0 to {MAX_SHARES} (ECS cpu units)")
+            if self.topology != "task":
+                raise ConfigError(f"{name}: {value} needs topology task: in the process topology the app and its "
+                                  "sidecars share one cgroup, there is no weight between them")
+            # As ECS: 0 and 1 become 2, and 2 is what an unset value gets.
+            object.__setattr__(self, name, None if value <= MIN_SHARES else value)
+        if self.topology == "task" and self.cpuset is not None:
+            raise ConfigError(f"cpuset: {self.cpuset!r} is not supported with topology task (a cpuset on the task "
+                              "cgroup is not built); use it with topology process")
         for name, app, low, high in (("gomaxprocs", "go", 1, 1024), ("uv_threadpool_size", "next", 1, 1024),
                                      ("node_semi_space_mb", "next", 1, 1024)):
             value = getattr(self, name)
@@ -185,7 +211,8 @@ class Condition:
         words = {"cpu_period_ms": lambda v: f"period {v:g} ms", "cpu_burst_pct": lambda v: f"burst {v:g} %",
                  "cpu_quota": lambda v: "no quota", "cpuset": lambda v: f"cpuset {v}",
                  "gomaxprocs": lambda v: f"GOMAXPROCS {v}", "uv_threadpool_size": lambda v: f"UV_THREADPOOL_SIZE {v}",
-                 "node_semi_space_mb": lambda v: f"semi-space {v} MB"}
+                 "node_semi_space_mb": lambda v: f"semi-space {v} MB", "topology": lambda v: f"{v} topology",
+                 "app_cpu_units": lambda v: f"app cpu {v}", "sidecar_cpu_units": lambda v: f"sidecar cpu {v}"}
         return ", ".join(words[name](value) for name, value in self.knobs.items())
 
     @property
@@ -215,7 +242,18 @@ class Condition:
             parts.append(f"uvpool{self.uv_threadpool_size}")
         if self.node_semi_space_mb is not None:
             parts.append(f"semispace{self.node_semi_space_mb}")
+        if self.topology != "process":
+            parts.append(self.topology)
+        if self.app_cpu_units is not None:
+            parts.append(f"appcpu{self.app_cpu_units}")
+        if self.sidecar_cpu_units is not None:
+            parts.append(f"sccpu{self.sidecar_cpu_units}")
         return parts
+
+    def role_shares(self, role: str) -> int:
+        """The task topology's CPU shares of a role's container (ECS: the container's cpu units, 2 when unset)."""
+        units = self.app_cpu_units if role == "app" else self.sidecar_cpu_units
+        return MIN_SHARES if units is None else units
 
     @property
     def total_sidecar_load_pct(self) -> float:

@@ -50,6 +50,7 @@ by design), only the TCP counters do.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -69,7 +70,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from . import cgroup, environment, hey, knobs, record
+from . import cgroup, environment, hey, knobs, record, taskcgroup
 from .conditions import Condition, LoadSettings
 
 log = logging.getLogger("sidecar_bench.runner")
@@ -102,6 +103,8 @@ LOADGEN_GRACE_S = 60
 TASK_GRACE_S = 30
 # hey writes its CSV here, inside the load generator (its own file system: one run only).
 LOADGEN_CSV = "/tmp/hey.csv"
+# The sidecar program in the task images (task-image/sidecar): the task topology runs it as a container's command.
+SIDECAR_SCRIPT = "/sidecar/sidecar.py"
 VCPU_TOLERANCE = 1e-3
 # hey formats its CSV with text/template after the load stops, ~15 µs a row (15 s at its
 # 1,000,000-row cap), so its exit is not the load's end: the after-snapshot is taken this long
@@ -534,6 +537,17 @@ class Measurement:
             raise
         log.info("started load generator %s in the task's network namespace", self.loadgen.name)
 
+    def check_roles_alive(self) -> None:
+        """The process topology's roles live in the task container, checked with it: nothing more here."""
+
+    def check_layout(self, snapshot: cgroup.TaskSnapshot) -> dict[str, Any] | None:
+        """The task topology's cgroup layout, checked and described; the process topology has none."""
+        return None
+
+    def role_cpu(self, before: cgroup.TaskSnapshot, after: cgroup.TaskSnapshot) -> dict[str, float]:
+        """CPU seconds of each role over the window: each role's process tree in the task container."""
+        return cgroup.role_cpu_seconds(before, after)
+
     def set_burst(self) -> None:
         """Write the CFS burst into the task's cgroup with the helper container (knobs.py says why one)."""
         info = self.client.info()
@@ -807,6 +821,7 @@ def run_condition(
     check_host_capacity(info, condition, host_name, engine_address(client))
     try:
         knobs.check_supported(info, condition, host_name)
+        taskcgroup.check_supported(info, condition, host_name)
     except knobs.KnobError as err:
         raise RunError(str(err)) from None
     task_image = _image(client, task_image, "task")
@@ -816,7 +831,8 @@ def run_condition(
         raise RunError(f"{condition.id}: needs the {condition.variant!r} task image, got {variant!r} ({task_image.id})")
     run_id = uuid.uuid4().hex
     run_started = utc_now()
-    measurement = Measurement(client, condition, load, task_image, loadgen_image, run_id)
+    kind = TaskMeasurement if condition.topology == "task" else Measurement
+    measurement = kind(client, condition, load, task_image, loadgen_image, run_id)
     saved_timeout = client.api.timeout
     # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
     client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s) + HEY_GRACE_S + 60)
@@ -927,6 +943,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                             died=_role_gone(snap_before, snap_after))
     if state.get("Status") != "running":
         raise m.start_error("stopped during the measured window", "window")
+    m.check_roles_alive()
     try:
         samples = hey.parse_csv(csv_text)
         check = hey.check_samples(samples, load.duration_s, load.concurrency)
@@ -961,6 +978,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         cpu["end_lag_s"] = round(snap_after.uptime_s - (hey_start + check.span_s), 2)
     limits = snap_after.limits or cgroup.limits_from_host_config(m.task.attrs.get("HostConfig") or {})
     check_limits(condition, limits, cpu["nr_periods"])
+    layout = m.check_layout(snap_after)
     runtime = None
     if knobs.runtime_environment(condition):
         runtime = m.app_environment()
@@ -971,7 +989,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         raise RunError(f"{condition.id}: the task's roles file lists {sorted(snap_before.roles)}, "
                        f"the condition needs {sorted(expected_roles)}")
     try:
-        cpu_by_role = cgroup.role_cpu_seconds(snap_before, snap_after)
+        cpu_by_role = m.role_cpu(snap_before, snap_after)
     except cgroup.SnapshotError as err:
         # A role's process ended inside the window while the task was still stopping the rest: a
         # RunError, so that run_condition waits for the task's exit and reports the process's death.
@@ -989,7 +1007,8 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                      "cap_reached": check.cap_reached},
         "cgroup": cpu,
         "limits": limits.as_dict(),
-        "knobs": {**condition.knobs, **({"app_environment": runtime} if runtime is not None else {})},
+        "knobs": {**condition.knobs, **({"app_environment": runtime} if runtime is not None else {}),
+                  **({"layout": layout} if layout is not None else {})},
         "host": None if host is None else {"cpus": host["cpus"], "busy_s": round(host["busy_s"], 3),
                                            "total_s": round(host["total_s"], 3)},
         "loadgen": {"cpu_s": None if loadgen_cpu_s is None else round(loadgen_cpu_s, 6)},
@@ -1005,3 +1024,162 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         "probe": probe,
     }
     return samples, parts
+
+
+class TaskMeasurement(Measurement):
+    """The task topology (taskcgroup.py): a task cgroup with the quota and memory limit made by a helper, the app
+    and each sidecar in its own container under it with its role's CPU shares, and a reader container that reads
+    every cgroup file of the run from outside the task's CPU."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.info = self.client.info()
+        self.version = knobs.cgroup_version(self.info)
+        self.cgroup_name = taskcgroup.cgroup_name(self.run_id)
+        self.reader: Any = None
+        self.sidecars: dict[str, Any] = {}
+        self.cgroup_made = False
+
+    def _helper(self, part: str, command: list[str], read_only: bool) -> str:
+        condition = self.condition
+        try:
+            output = self.client.containers.run(
+                self.loadgen_image.id, entrypoint=["sh"], command=command,
+                name=container_name(condition, self.run_id, part), labels=labels(condition, self.run_id, part),
+                remove=True, stdout=True, stderr=True, **taskcgroup.mount_options(read_only))
+        except docker.errors.ContainerError as err:
+            raise RunError(f"{condition.id}: the task cgroup's {part} helper failed: "
+                           f"{(err.stderr or b'').decode(errors='replace').strip()[:300]}") from err
+        return output.decode(errors="replace")
+
+    def start(self) -> None:
+        condition, run_id = self.condition, self.run_id
+        # The reader first: it carries the task cgroup's name, so the sweep finds the cgroup whatever happens next.
+        self.reader = self.client.containers.run(
+            self.loadgen_image.id, entrypoint=["sleep"], command=[str(self.task_deadline_s())], detach=True,
+            name=container_name(condition, run_id, "reader"),
+            labels={**labels(condition, run_id, "reader"), taskcgroup.CGROUP_LABEL: self.cgroup_name},
+            **taskcgroup.mount_options(read_only=True))
+        self.cgroup_made = True
+        found = taskcgroup.parse_setup(self._helper("setup", taskcgroup.setup_command(
+            self.info, self.cgroup_name, condition), read_only=False))
+        try:
+            taskcgroup.check_setup(condition, self.version, found)
+        except knobs.KnobError as err:
+            raise RunError(str(err)) from None
+        log.info("made task cgroup %s: %s", self.cgroup_name, found)
+        parent = {"cgroup_parent": "/" + self.cgroup_name}
+        app_env = {**task_environment(condition, self.load.sidecar_burn), "SIDECAR_COUNT": "0"}
+        self.task = self.client.containers.run(
+            self.task_image.id, entrypoint=self.task_entrypoint(), detach=True,
+            name=container_name(condition, run_id, "task"), environment=app_env,
+            labels=labels(condition, run_id, "task"), cpu_shares=condition.role_shares("app"),
+            network_mode="none", **parent, **hardening(TASK_TMPFS))
+        log.info("started app container %s under %s", self.task.name, self.cgroup_name)
+        for role in condition.roles:
+            command = ["timeout", "-s", "KILL", str(self.task_deadline_s()), "python3", SIDECAR_SCRIPT, "--role",
+                       role, "--load", f"{condition.sidecar_load_pct:g}", "--burn", self.load.sidecar_burn]
+            self.sidecars[role] = self.client.containers.run(
+                self.task_image.id, entrypoint=command[:1], command=command[1:], detach=True,
+                name=container_name(condition, run_id, role), labels=labels(condition, run_id, role),
+                cpu_shares=condition.role_shares(role), network_mode=f"container:{self.task.id}", **parent,
+                **hardening(TASK_TMPFS))
+        try:
+            self.loadgen = self.client.containers.run(
+                self.loadgen_image.id, entrypoint=["sleep"], command=[str(self.loadgen_deadline_s())], detach=True,
+                name=container_name(condition, run_id, "loadgen"), labels=labels(condition, run_id, "loadgen"),
+                network_mode=f"container:{self.task.id}", **hardening(LOADGEN_TMPFS))
+        except docker.errors.APIError as err:
+            self.task.reload()
+            if self.task.status != "running":
+                raise self.start_error("exited before the load generator could join it") from err
+            raise
+        log.info("started %d sidecar container(s) and the load generator in the app's network namespace",
+                 len(self.sidecars))
+
+    def containers_by_role(self) -> dict[str, str]:
+        return {"app": self.task.id, **{role: c.id for role, c in self.sidecars.items()}}
+
+    def snapshot(self, wait_roles: bool = False) -> tuple[cgroup.TaskSnapshot, float]:
+        result = exec_in(self.client, self.reader.id, taskcgroup.read_command(self.info, self.cgroup_name,
+                                                                              self.containers_by_role()))
+        taken = time.monotonic()
+        if result.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading the task cgroup failed: {result.stderr[:300]}")
+        snap = cgroup.parse_snapshot(result.stdout)
+        try:
+            roles = taskcgroup.parse_roles("\n".join(snap.extra))
+        except knobs.KnobError as err:
+            raise RunError(f"{self.condition.id}: {err}; {result.stderr.strip()[:300]}") from None
+        return dataclasses.replace(snap, roles={role: 0 for role in roles}), taken
+
+    def oom_kills(self) -> int | None:
+        snap, _ = self.snapshot()
+        text = snap.files.get("/sys/fs/cgroup/memory/memory.oom_control") or snap.files.get(
+            "/sys/fs/cgroup/memory.events")
+        return None if text is None else parse_oom_kills(text)
+
+    def role_cpu(self, before: cgroup.TaskSnapshot, after: cgroup.TaskSnapshot) -> dict[str, float]:
+        """CPU seconds of each role over the window: each role's own container cgroup."""
+        first = taskcgroup.parse_roles("\n".join(before.extra))
+        last = taskcgroup.parse_roles("\n".join(after.extra))
+        seconds = {}
+        for role, (usage, _) in first.items():
+            if role not in last or last[role][0] < usage:
+                raise cgroup.SnapshotError(f"role {role}: its container's CPU counter is gone or went backwards")
+            seconds[role] = (last[role][0] - usage) / 1e9
+        return seconds
+
+    def check_roles_alive(self) -> None:
+        for role, container in self.sidecars.items():
+            container.reload()
+            if container.status != "running":
+                state = container.attrs.get("State", {})
+                status = state.get("ExitCode")
+                died = {"role": role, "pid": None, "exit_status": status,
+                        "signal": signal_name(status - 128) if status and status > 128 else None}
+                raise self.start_error(f"had its sidecar container {container.name} stop", "window", died=died,
+                                       oom_killed=bool(state.get("OOMKilled")))
+
+    def check_layout(self, snapshot: cgroup.TaskSnapshot) -> dict[str, Any]:
+        """Fail unless every container is under the task cgroup with its role's weight; describe the layout."""
+        condition = self.condition
+        roles = taskcgroup.parse_roles("\n".join(snapshot.extra))
+        containers = {"app": self.task, **self.sidecars}
+        layout: dict[str, Any] = {"topology": "task", "task_cgroup": "/" + self.cgroup_name, "containers": {}}
+        for role, container in containers.items():
+            parent = (container.attrs.get("HostConfig") or {}).get("CgroupParent")
+            if role not in roles or parent != "/" + self.cgroup_name:
+                raise RunError(f"{condition.id}: the {role} container's cgroup is not under the task cgroup "
+                               f"/{self.cgroup_name} (its CgroupParent: {parent!r})")
+            expected = taskcgroup.expected_weight(condition, role, self.version)
+            if roles[role][1] != expected:
+                raise RunError(f"{condition.id}: expected the {role} container's CPU "
+                               f"{'shares' if self.version == 1 else 'weight'} {expected}, its cgroup has "
+                               f"{roles[role][1]}")
+            layout["containers"][role] = {"id": container.id, "weight": roles[role][1]}
+        return layout
+
+    def remove(self) -> None:
+        """Every container of the run, then the task cgroup; the reader (the sweep's mark of the cgroup) last,
+        and only once the cgroup is gone."""
+        found = {c.id: c for c in (self.loadgen, self.task, *self.sidecars.values()) if c is not None}
+        try:
+            for container in self.client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
+                found.setdefault(container.id, container)
+        except TRANSPORT_ERRORS as err:
+            log.warning("listing containers of run %s failed: %s", self.run_id, err)
+        readers = [c for c in found.values() if (getattr(c, "labels", None) or {}).get(PART_LABEL) == "reader"]
+        if self.reader is not None and self.reader.id not in {c.id for c in readers}:
+            readers.append(self.reader)
+        others = [c for c in found.values() if c not in readers]
+        with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
+            list(pool.map(_remove, others))
+        if not self.cgroup_made:
+            for reader in readers:
+                _remove(reader)
+            return
+        if taskcgroup.remove_cgroups(self.client, self.loadgen_image.id, [self.cgroup_name]):
+            for reader in readers:
+                _remove(reader)
+
