@@ -167,6 +167,7 @@ else
 fi
 while [ $# -ge 2 ]; do
   role=$1 id=$2; shift 2
+  usage= weight=
   if [ "$version" = 2 ]; then
     d="$mount/$name/$id"
     usage=; while read -r k v; do [ "$k" = usage_usec ] && usage=${v}000; done < "$d/cpu.stat"
