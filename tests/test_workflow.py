@@ -163,6 +163,9 @@ def stubbed(project):
     ({"cpu_period_ms": [100, 20]}, set()),  # 100 ms is the article's period: the article condition itself
     ({"cpu_quota": [False], "cpuset": ["1"]}, {ARTICLE_ID + "_noquota_cpuset1"}),
     ({"gomaxprocs": [1]}, {ARTICLE_ID + "_gomaxprocs1"}),
+    # The topology and the weights: only the conditions they change; the process topology's runs stay valid.
+    ({"topology": ["process", "task"]}, {ARTICLE_ID + "_task"}),
+    ({"topology": ["task"], "app_cpu_units": [1024, 2]}, {ARTICLE_ID + "_task_appcpu1024", ARTICLE_ID + "_task"}),
 ])
 def test_changing_a_knob_runs_only_the_conditions_it_changes(stubbed, knob_set, new_ids):
     _knob_config(stubbed, knob_set)
@@ -187,4 +190,13 @@ def test_the_mitigations_preset_plans_each_knob_beside_the_article_settings(proj
                 "go_cpu0.25_mem2048_sc3_load10_burst100", "go_cpu0.25_mem2048_sc3_load10_noquota_cpuset1",
                 "go_cpu0.25_mem2048_sc3_load10_gomaxprocs1", "next_cpu0.5_mem2048_sc3_load07_uvpool1",
                 "next_cpu0.25_mem2048_sc3_load02_semispace16", "next_cpu0.5_mem2048_sc3_load15_period20ms_burst100"):
+        assert cid in plan.conditions, cid
+
+
+def test_the_task_preset_plans_both_layouts(project):
+    plan = dry_run(project, "--config", "preset=task")
+    assert plan.returncode == 0, plan.output
+    assert plan.jobs["run_condition"] == 51 * 3
+    for cid in ("go_cpu0.25_mem2048_sc3_load05", "go_cpu0.25_mem2048_sc3_load05_task",
+                "next_cpu0.5_mem2048_sc3_load07_task_appcpu1024", "go_cpu0.25_mem2048_sc3_load10_gomaxprocs1_task"):
         assert cid in plan.conditions, cid

@@ -792,7 +792,8 @@ def mitigations(summary: pd.DataFrame, ref: pd.DataFrame | None = None) -> Table
                     "p99_ms_hi": row.get("p99_ms_hi", math.nan),
                     **ratio_record("p99_vs_article_settings", p99_found),
                     "period_ms": row.get("period_ms"), "slow_1p_share": row.get("slow_1p_share"),
-                    "sidecars_cpu_pct": row.get("sidecars_cpu_pct"), "nr_throttled": row.get("nr_throttled"),
+                    "sidecars_cpu_pct": row.get("sidecars_cpu_pct"), "app_cpu_pct": row.get("app_cpu_pct"),
+                    "nr_throttled": row.get("nr_throttled"),
                     "throttled_share": row.get("throttled_share"), "throttled_s": row.get("throttled_s"),
                     "nr_bursts": row.get("nr_bursts", math.nan), "burst_s": row.get("burst_s", math.nan),
                     "repeats": row.get("repeats", math.nan), "flags": row.get("flags", ""),
@@ -806,7 +807,7 @@ def mitigations(summary: pd.DataFrame, ref: pd.DataFrame | None = None) -> Table
     columns = setups + ["knobs", "rank_by_rps", "rps", "rps_lo", "rps_hi", "rps_vs_article_settings",
                         "rps_vs_article_settings_lo", "rps_vs_article_settings_hi", "p99_ms", "p99_ms_lo",
                         "p99_ms_hi", "p99_vs_article_settings", "p99_vs_article_settings_lo",
-                        "p99_vs_article_settings_hi", "period_ms", "slow_1p_share", "sidecars_cpu_pct",
+                        "p99_vs_article_settings_hi", "period_ms", "slow_1p_share", "app_cpu_pct", "sidecars_cpu_pct",
                         "nr_throttled", "throttled_share", "throttled_s", "nr_bursts", "burst_s", "repeats", "flags"]
     data = pd.DataFrame(records, columns=columns)
     seen: set[str] = set()
@@ -831,6 +832,7 @@ def mitigations(summary: pd.DataFrame, ref: pd.DataFrame | None = None) -> Table
                    for _, r in data.iterrows()],
         "P99 / article's settings": [ratio_cell(r, "p99_vs_article_settings") for _, r in data.iterrows()],
         "> 1 period %": [fmt(100 * float(v), 2) for v in data["slow_1p_share"]],
+        "App CPU %": [fmt(float(v), 1) for v in data["app_cpu_pct"]],
         "Throttled periods %": [fmt(100 * float(v), 1) for v in data["throttled_share"]],
         "Throttled s": data["throttled_s"].map(lambda v: fmt(float(v), 2)),
         "Bursts": data["nr_bursts"].map(lambda v: fmt(float(v), 0)),
@@ -838,12 +840,15 @@ def mitigations(summary: pd.DataFrame, ref: pd.DataFrame | None = None) -> Table
     })
     notes = [DEFINITIONS,
              "Each knob is compared with the article's settings (period 100 ms, no burst, a quota of vcpu, any CPU, "
-             "the runtimes' defaults) at the same app, vCPU, memory, sidecars and load; a ratio marked ~ has 1 "
-             "inside its interval (no difference shown). Rank: by the RPS ratio within the setup and load.",
+             "the runtimes' defaults, one container) at the same app, vCPU, memory, sidecars and load; a ratio "
+             "marked ~ has 1 inside its interval (no difference shown). Rank: by the RPS ratio within the setup "
+             "and load. App CPU and total load (delivered): each role's CPU, from its process tree (process "
+             "topology) or its own container's cgroup (task topology).",
              "> 1 period: the share of responses slower than the condition's own CFS period (100 ms at the "
              "article's settings). Bursts and burst s: the task cgroup's nr_bursts and burst time over the window "
              "(kernels with CFS burst); throttled periods: nr_throttled / nr_periods."]
-    return Table("mitigations", "Knobs against CFS throttling: each beside the article's settings", data, display,
+    return Table("mitigations", "Knobs against CFS throttling and the task topology: each beside the article's "
+                 "settings", data, display,
                  notes + missing_note(display[["RPS"]]), seen)
 
 
