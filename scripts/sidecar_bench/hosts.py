@@ -27,16 +27,22 @@ log = logging.getLogger("sidecar_bench.hosts")
 def client_for(host: Mapping[str, Any] | None, timeout: float | None = None) -> docker.DockerClient:
     """A client for one `hosts` entry; url None means DOCKER_HOST or the local socket.
 
-    ssh:// goes through the SDK's paramiko transport, which reads ~/.ssh/config,
-    known_hosts, the ssh agent and the default keys.
+    ssh:// goes through paramiko, as the SDK's own transport does (it reads ~/.ssh/config,
+    known_hosts, the ssh agent and the default keys), but over one SSH connection per
+    process and address that every client shares (sshconn.py).
     """
     host = host or {}
     url = host.get("url")
     kwargs: dict[str, Any] = {}
     if timeout is not None:
         kwargs["timeout"] = int(timeout)
-    if url is None:
+    if url is None and not os.environ.get("DOCKER_HOST", "").startswith("ssh://"):
         return docker.from_env(**kwargs)
+    url = url or os.environ["DOCKER_HOST"]
+    if url.startswith("ssh://"):
+        from . import sshconn
+
+        return sshconn.client(url, kwargs.get("timeout"))
     tls = host.get("tls")
     if tls:
         kwargs["tls"] = docker.tls.TLSConfig(
@@ -211,8 +217,9 @@ except ImportError:  # pragma: no cover
 
 
 def _take_lease(host: Mapping[str, Any], timeout: float, describe: str, max_hold_s: float) -> lease.Lease | None:
-    """The engine's lease, through a client (a connection) of its own: its attach stays open for the
-    whole job, and over ssh:// it must not take one of the job's own sessions."""
+    """The engine's lease, through a client of its own: its attach holds an HTTP connection for the whole
+    job, outside the job's own pool (over ssh:// a channel of the process's one SSH connection, which
+    closes with the process, and with it the lease)."""
     client = client_for(host, timeout)
     try:
         held = lease.try_acquire(client, describe, max_hold_s)
