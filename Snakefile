@@ -14,6 +14,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/image.smk"
 include: "workflow/rules/run.smk"
+include: "workflow/rules/adaptive.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/model.smk"
 

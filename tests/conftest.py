@@ -1,11 +1,46 @@
+import importlib
+import importlib.abc
+import importlib.util
+import os
 import signal
 import sys
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+
+
+class _PackageAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Import sidecar_bench.* as scripts.sidecar_bench.* (one module object under both names).
+
+    Only under mutmut (pyproject.toml [tool.mutmut]), which names a mutant by its file's path
+    (scripts/sidecar_bench/hey.py -> scripts.sidecar_bench.hey) and switches it on only in the module
+    of that name; the tests import the package as sidecar_bench (scripts/ is on sys.path)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "sidecar_bench" or name.startswith("sidecar_bench."):
+            return importlib.util.spec_from_loader(name, self)
+        return None
+
+    def create_module(self, spec):
+        return importlib.import_module(f"scripts.{spec.name}")
+
+    def exec_module(self, module):
+        pass
+
+
+if "MUTANT_UNDER_TEST" in os.environ:
+    sys.path.insert(0, str(ROOT))
+    sys.meta_path.insert(0, _PackageAlias())
+
+# Property tests: enough examples to find a counterexample in the suite, few and fixed under mutmut (it runs the
+# covering tests once per mutant); no example database written into the tree.
+hypothesis.settings.register_profile("suite", max_examples=150, deadline=None, database=None)
+hypothesis.settings.register_profile("mutation", max_examples=25, deadline=None, database=None, derandomize=True)
+hypothesis.settings.load_profile("mutation" if "MUTANT_UNDER_TEST" in os.environ else "suite")
 
 
 def hold_engine(owner: str):

@@ -1,13 +1,18 @@
 """Condition ids, matrix expansion and config validation (no Docker)."""
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from sidecar_bench.conditions import Condition, ConfigError, LoadSettings, expand_matrix, expand_set
-from sidecar_bench.experiment import check_config, load_experiment
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sidecar_bench.conditions import (APPS, MAX_SIDECARS, Condition, ConfigError, LoadSettings, check_startable,
+                                      expand_matrix, expand_set)
+from sidecar_bench.experiment import Host, check_config, check_host, load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -17,6 +22,41 @@ def test_id_is_readable_and_stable():
     assert Condition("go", 0.25, 2048, 3, 5).id == "go_cpu0.25_mem2048_sc3_load05"
     assert Condition("next", 2, 512, 1, 15).id == "next_cpu2_mem512_sc1_load15"
     assert Condition("go", 1.0, 256, 2, 2.5).id == "go_cpu1_mem256_sc2_load2.5"
+
+
+ID = re.compile(r"(?P<app>[a-z]+)_cpu(?P<vcpu>[^_]+)_mem(?P<memory_mb>\d+)_sc(?P<sidecar_count>\d)_load(?P<load>.+)")
+# The workflow's wildcard constraint on a condition id (workflow/rules/common.smk).
+WORKFLOW_ID = re.search(r'condition="([^"]+)"', (ROOT / "workflow" / "rules" / "common.smk").read_text())[1]
+conditions = st.builds(
+    Condition,
+    app=st.sampled_from(APPS),
+    # From the smallest CPU limit Docker accepts (MIN_VCPU, README "Bad input") to more CPUs than any host here.
+    vcpu=st.floats(min_value=0.01, max_value=512, allow_nan=False) | st.sampled_from([0.25, 0.5, 1, 2]),
+    memory_mb=st.integers(min_value=6, max_value=2**20),
+    sidecar_count=st.integers(min_value=0, max_value=MAX_SIDECARS),
+    sidecar_load_pct=st.floats(min_value=0, max_value=100, allow_nan=False) | st.integers(min_value=0, max_value=100),
+)
+
+
+@given(conditions)
+def test_an_id_reads_back_as_its_condition(condition):
+    # Run files are named by id and the matrix is de-duplicated by id: an id names exactly one condition.
+    parts = ID.fullmatch(condition.id)
+    assert parts and re.fullmatch(WORKFLOW_ID, condition.id), condition.id
+    assert Condition(parts["app"], float(parts["vcpu"]), int(parts["memory_mb"]), int(parts["sidecar_count"]),
+                     float(parts["load"])) == condition
+
+
+@given(conditions, conditions)
+def test_two_conditions_share_an_id_only_when_equal(a, b):
+    assert (a.id == b.id) == (a == b)
+
+
+def test_ids_keep_every_digit_that_tells_two_conditions_apart():
+    assert Condition("go", 0.1234564, 2048, 1, 5).id != Condition("go", 0.1234565, 2048, 1, 5).id
+    assert Condition("go", 1, 2048, 3, 100 / 3).id == "go_cpu1_mem2048_sc3_load33.333333333333336"
+    # Values with up to 6 digits keep the ids they always had.
+    assert Condition("go", 0.125, 2048, 3, 12.5).id == "go_cpu0.125_mem2048_sc3_load12.5"
 
 
 def test_one_and_one_point_zero_are_one_condition():
@@ -175,3 +215,123 @@ def test_repeats_come_from_the_preset_unless_given_at_the_top():
     assert load_experiment(config | {"preset": "quick"}).repeats == 1
     with pytest.raises(ConfigError, match=r"config.yaml: presets.quick.repeats: 0 is less than the minimum of 1"):
         load_experiment(config | {"preset": "quick", "presets": {**config["presets"], "quick": {"sets": ["quick"], "repeats": 0}}})
+
+
+def test_limits_are_accepted_down_to_their_documented_minimums_and_refused_below():
+    # README, "Bad input": Docker's smallest CPU limit (0.01) and memory limit (6 MB); what a task needs to start.
+    for app, minimum in (("go", 32), ("next", 128)):
+        expand_set("edge", {"app": [app], "vcpu": [0.01], "memory_mb": [minimum], "sidecar_count": [3],
+                            "sidecar_load_pct": [0, 100]})
+        with pytest.raises(ConfigError) as err:
+            expand_set("edge", {"app": [app], "vcpu": [1], "memory_mb": [minimum - 1], "sidecar_count": [0],
+                                "sidecar_load_pct": [0]})
+        assert str(err.value) == (f"sets.edge.memory_mb: {minimum - 1} is below {minimum} MB, the least a {app} task "
+                                  "needs to start with up to 3 sidecars (docs/operations.md, \"Bad input\")")
+    with pytest.raises(ConfigError) as err:
+        expand_set("edge", {"app": ["go"], "vcpu": [0.009], "memory_mb": [2048], "sidecar_count": [0],
+                            "sidecar_load_pct": [0]})
+    assert str(err.value) == "sets.edge.vcpu: 0.009 is below 0.01, the smallest CPU limit Docker accepts"
+    Condition("go", 1, 6, 0, 0)  # the runner API still takes what Docker takes
+    for kwargs, message in (({"memory_mb": 6.0}, "memory_mb: 6.0 is not a whole number >= 6"),
+                            ({"memory_mb": 5}, "memory_mb: 5 is not a whole number >= 6"),
+                            ({"sidecar_count": -1}, "sidecar_count: -1 is not a whole number from 0 to 3"),
+                            ({"sidecar_count": 1.0}, "sidecar_count: 1.0 is not a whole number from 0 to 3"),
+                            ({"sidecar_load_pct": 100.5}, "sidecar_load_pct: 100.5 is not within 0..100"),
+                            ({"vcpu": float("nan")}, "vcpu: nan is not > 0")):
+        with pytest.raises(ConfigError) as err:
+            Condition(**({"app": "go", "vcpu": 1, "memory_mb": 64, "sidecar_count": 3, "sidecar_load_pct": 5}
+                         | kwargs))
+        assert str(err.value) == message
+    assert Condition("go", 1, 64, 3, 100).total_sidecar_load_pct == 300
+
+
+def test_load_settings_are_refused_naming_the_key_and_accepted_at_their_edges():
+    LoadSettings(duration_s=0.1, concurrency=1, warmup_s=0, ready_timeout_s=0.1, sidecar_burn="cpu")
+    for kwargs, message in (({"duration_s": 0}, "load.duration_s: 0 is not > 0"),
+                            ({"concurrency": 0}, "load.concurrency: 0 is not a whole number >= 1"),
+                            ({"concurrency": 2.0}, "load.concurrency: 2.0 is not a whole number >= 1"),
+                            ({"warmup_s": -1}, "load.warmup_s: -1 is not >= 0"),
+                            ({"ready_timeout_s": 0}, "load.ready_timeout_s: 0 is not > 0"),
+                            ({"sidecar_burn": "gpu"}, "load.sidecar_burn: 'gpu' is not one of wall, cpu")):
+        with pytest.raises(ConfigError) as err:
+            LoadSettings(**kwargs)
+        assert str(err.value) == message
+    assert LoadSettings().as_dict() == {"duration_s": 30, "concurrency": 10, "warmup_s": 0, "ready_timeout_s": 120,
+                                        "sidecar_burn": "wall"}
+
+
+def test_a_set_must_name_every_axis_and_no_other():
+    axes = {"app": ["go"], "vcpu": [1], "memory_mb": [2048], "sidecar_count": [1], "sidecar_load_pct": [5]}
+    with pytest.raises(ConfigError) as err:
+        expand_set("s", {k: v for k, v in axes.items() if k not in ("vcpu", "sidecar_count")})
+    assert str(err.value) == "sets.s: missing axis vcpu, sidecar_count"
+    with pytest.raises(ConfigError) as err:
+        expand_set("s", axes | {"gpu": [1], "disk": [2]})
+    assert str(err.value) == "sets.s: unknown axis disk, gpu"
+    with pytest.raises(ConfigError) as err:
+        expand_set("s", axes | {"app": ["rust"]})
+    assert str(err.value) == "sets.s.app: 'rust' is not one of go, next"
+    with pytest.raises(ConfigError) as err:
+        expand_matrix({"s": axes, "t": axes}, ["s", "u"])
+    assert str(err.value) == "sets: no set named 'u' (known: s, t)"
+    # One sidecar-free run per app and limits, whatever loads the set lists.
+    free = expand_set("s", axes | {"sidecar_count": [0], "sidecar_load_pct": [5, 15]})
+    assert [c.id for c in free] == ["go_cpu1_mem2048_sc0_load00"]
+
+
+def test_an_experiment_carries_its_preset_image_and_hosts(tmp_path):
+    tls = {}
+    for key in ("ca_cert", "client_cert", "client_key"):
+        (tmp_path / key).write_text("x")
+        tls[key] = str(tmp_path / key)
+    hosts = [{"name": "near", "url": "ssh://me@near"}, {"name": "far", "url": "tcp://far:2376", "tls": tls},
+             {"name": "local"}]
+    experiment = load_experiment(CONFIG | {"preset": "quick", "hosts": hosts})
+    assert experiment.preset == "quick"
+    assert experiment.image == check_config(CONFIG)["image"] and experiment.image["base"]
+    assert experiment.hosts == (Host("near", "ssh://me@near", None), Host("far", "tcp://far:2376", tls),
+                                Host("local", None, None))
+
+
+def test_checking_a_config_leaves_the_callers_config_as_it_was():
+    config = copy.deepcopy(CONFIG) | {"hosts": [{"name": "a"}]}
+    before = copy.deepcopy(config)
+    check_config(config)
+    assert config == before
+
+
+def test_numbers_given_as_text_are_numbers_in_every_section_and_other_text_stays_text():
+    config = copy.deepcopy(CONFIG)
+    config["sets"]["quick"]["vcpu"] = ["0.25"]
+    config["presets"]["quick"]["repeats"] = "3"
+    experiment = load_experiment(config | {"preset": "quick"})
+    assert {c.vcpu for c in experiment.conditions} == {0.25} and experiment.repeats == 3
+    # YAML would read "true" as a boolean: only numbers are converted.
+    with pytest.raises(ConfigError, match=r"load.sidecar_burn: 'true' is not one of \['wall', 'cpu'\]"):
+        load_experiment(CONFIG | {"load": {"sidecar_burn": "true"}})
+
+
+def test_errors_name_the_file_they_came_from_and_an_empty_preset():
+    with pytest.raises(ConfigError, match=r"^config.yaml: load.concurrency: 0 is less than the minimum of 1"):
+        check_config(CONFIG | {"load": {"concurrency": 0}})
+    with pytest.raises(ConfigError, match=r"^other.yaml: load.concurrency: 0 is less than the minimum of 1"):
+        load_experiment(CONFIG | {"load": {"concurrency": 0}}, source="other.yaml")
+    for empty in ("", None):
+        with pytest.raises(ConfigError) as err:
+            load_experiment(CONFIG | {"preset": empty})
+        assert str(err.value).startswith("config.yaml: preset: empty; name one of the presets (article, ")
+    with pytest.raises(ConfigError, match=r"^memory_mb: 16 is below 32 MB, the least a go task needs"):
+        check_startable(Condition("go", 1, 16, 0, 0))
+
+
+def test_plain_tcp_to_a_host_name_or_no_host_is_refused_and_loopback_is_not():
+    for url, hostname in (("tcp://buildbox:2375", "buildbox"), ("tcp://:2375", "None")):
+        with pytest.raises(ConfigError) as err:
+            check_host({"name": "b", "url": url}, "config.yaml: hosts[0]", {})
+        assert str(err.value) == (
+            f"config.yaml: hosts[0].url: {url!r} is plain TCP without TLS to {hostname}, not loopback: anyone on the "
+            "way can read the engine's traffic and drive it, which is root on that machine (host 'b'). Use "
+            "ssh://user@host, or tcp:// with tls (ca_cert, client_cert, client_key); or set insecure_tcp: true on "
+            "this host to accept the risk")
+    for url in ("tcp://127.0.0.1:2375", "tcp://localhost:2375", "tcp://[::1]:2375"):
+        check_host({"name": "b", "url": url}, "config.yaml: hosts[0]", {})

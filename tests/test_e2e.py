@@ -91,9 +91,12 @@ def test_repetitions_are_interleaved(finished):
 
 
 def test_no_container_is_left_behind(finished):
-    # Only this run's: a run killed outright elsewhere (kill -9) can leave its own.
+    # Only this run's: a run killed outright elsewhere (kill -9) can leave its own, and other workflows on
+    # the engine start theirs meanwhile.
     _, _, before = finished
-    assert [c.name for c in project_containers() if c.id not in before] == []
+    ours = ALL | CALIBRATION
+    assert [c.name for c in project_containers() if c.id not in before
+            and c.labels.get("org.sidecar-bench.condition") in ours] == []
 
 
 def test_summary_tables_and_charts_are_made(finished):
@@ -242,3 +245,29 @@ def test_removing_a_condition_reruns_only_the_aggregates(finished):
         write_config(project, **e2e_config())
     assert plan.jobs["run_condition"] == 0
     assert plan.jobs["aggregate_runs"] == 1
+
+
+def test_a_deleted_run_file_is_measured_again_and_only_it(finished, tmp_path):
+    # The README's way to re-measure one run: delete its file. The summary and what follows are remade.
+    project, _, _ = finished
+    run = project / "results" / "e2e" / "runs" / GO_SIDECAR / "rep2.parquet"
+    kept = tmp_path / "rep2.parquet"
+    run.rename(kept)
+    try:
+        plan = dry_run(project)
+    finally:
+        kept.rename(run)
+    assert plan.returncode == 0, plan.output
+    assert plan.conditions == {GO_SIDECAR} and plan.repeats == {2}
+    assert plan.jobs["run_condition"] == 1 and plan.jobs["run_calibration"] == 0 and plan.jobs["build_image"] == 0
+    for rule in ("aggregate_runs", "make_tables", "plot_charts", "model_report"):
+        assert plan.jobs[rule] == 1, rule
+
+
+def test_editing_the_charts_module_remakes_the_charts_and_measures_nothing(finished):
+    project, _, _ = finished
+    with edited(project / "scripts" / "sidecar_bench" / "charts.py", "\n# edited\n"):
+        plan = dry_run(project)
+    assert plan.returncode == 0, plan.output
+    assert plan.conditions == set(), plan.output
+    assert {rule for rule, n in plan.jobs.items() if n} == {"plot_charts", "model_report", "all"}, plan.output

@@ -7,6 +7,7 @@ this test's own even while other workflows use the engine.
 """
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -54,6 +55,30 @@ def containers_of(client, condition_ids, status=None):
     for condition in condition_ids:
         found += client.api.containers(all=True, filters={"label": f"{runner.CONDITION_LABEL}={condition}"})
     return [c for c in found if status is None or c["State"] == status]
+
+
+def deaths(client, condition_id: str, since: float, timeout: float = 15) -> dict:
+    """{part: (seconds after since, exit code)} of each container of the condition as it died, from the engine's
+    events: stopped by itself, not killed (docker kill, or the forced removal of another job's sweep of a
+    dead job's containers, which would hide a container that lived on). Fails after timeout seconds."""
+    found, killed = {}, set()
+    events = client.events(since=int(since) - 1, until=int(since + timeout) + 1, decode=True,
+                           filters={"type": "container", "label": f"{runner.CONDITION_LABEL}={condition_id}"})
+    try:
+        for event in events:
+            attributes = event.get("Actor", {}).get("Attributes", {})
+            part = attributes.get(runner.PART_LABEL)
+            if event.get("Action") == "kill":
+                killed.add(part)
+            elif event.get("Action") == "die" and event["timeNano"] / 1e9 >= since:
+                assert part not in killed, f"the {part} was killed from outside, it did not stop by itself"
+                found[part] = (event["timeNano"] / 1e9 - since, int(attributes.get("exitCode", -1)))
+                if set(found) >= {"task", "loadgen"}:
+                    break
+    finally:
+        events.close()
+    assert set(found) >= {"task", "loadgen"}, f"still running {timeout:g} s after the kill: {found}"
+    return found
 
 
 def targets(memory_mb: int) -> list[str]:
@@ -116,16 +141,25 @@ def test_sigkill_keeps_finished_runs_and_the_next_invocation_runs_only_what_is_m
     try:
         interrupted = wait_mid_run(process, project, client, memory)
         pids = job_pids(process)
+        assert {c["Labels"][runner.PART_LABEL] for c in containers_of(client, {interrupted}, "running")} == \
+            {"task", "loadgen"}
         # kill -9 of Snakemake and its job (a closed terminal's session, the OOM killer): nothing cleans up.
+        killed = time.time()
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+    # The task (app and sidecars) and the load generator stop with the job that attached them, not at their
+    # deadline minutes later (within a second here; the bound is generous for a loaded machine).
+    died = deaths(client, interrupted, killed)
+    assert {part: code for part, (_, code) in died.items()} == {"task": 137, "loadgen": 137}
+    logging.getLogger(__name__).warning("the killed job's containers stopped %s s after the kill",
+                                        {part: round(after, 2) for part, (after, _) in died.items()})
     finished = set(run_files(project))
     assert finished == conditions(memory) - {interrupted}
     assert no_partial_files(project) == []
-    # Left behind, found by label; the lease went with its holder.
+    # Left behind stopped, found by label; the lease went with its holder.
     assert {c["Labels"][runner.PART_LABEL] for c in containers_of(client, {interrupted})} == {"task", "loadgen"}
     wait_until(lambda: not lease_of_pids(client, pids), 10, "the dead job's lease was not released")
 

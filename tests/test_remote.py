@@ -7,6 +7,7 @@ also proves that the per-engine lock recognises one engine under two names.
 """
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -23,8 +24,9 @@ import yaml
 from conftest import as_from_a_terminal, wait_until
 from sidecar_bench import hosts, image, job, lease, runner, sshconn
 from sidecar_bench.conditions import Condition, LoadSettings
+from test_faults import containers_of, deaths, run_files, targets, tiny_config, wait_mid_run
 from test_runner import image_for
-from workflow_helpers import ROOT, copy_project, snakemake, write_config
+from workflow_helpers import ROOT, SNAKEMAKE, copy_project, snakemake, write_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -256,3 +258,42 @@ def test_without_socket_forwarding_each_connection_runs_dial_stdio(tmp_path, ssh
             client.close()
     finally:
         authorized.write_text(original)
+
+
+def test_sigkill_of_the_workflow_stops_the_remote_task_and_load_generator_within_seconds(tmp_path, ssh_engine):
+    # The attach connection that ties the containers to the job runs through ssh: the job's death closes the
+    # ssh session, sshd's `docker system dial-stdio` ends, and the engine closes the containers' stdin.
+    url, home = ssh_engine
+    memory = 525
+    project = copy_project(tmp_path / "project")
+    config = tiny_config(memory, hosts=[{"name": "viassh", "url": url}])
+    config["presets"]["faults"]["load"]["duration_s"] = 20  # the kill lands inside the window, even on a slow engine
+    write_config(project, **config)
+    client = docker.from_env()  # the same engine, seen from here
+    log = open(project / "snakemake.out", "w")
+    process = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "1", "--directory", str(project), "--snakefile", str(project / "Snakefile"),
+         *targets(memory)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=as_from_a_terminal,
+        env={**os.environ, "HOME": home, "DOCKER_HOST": "unix:///nonexistent.sock"})
+    try:
+        interrupted = wait_mid_run(process, project, client, memory, timeout=600)  # may wait for the lease
+        killed = time.time()
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    # The job died with its run unfinished (it could not remove its containers itself).
+    assert interrupted not in run_files(project), (project / "snakemake.out").read_text()[-3000:]
+    try:
+        died = deaths(client, interrupted, killed)
+        assert {part: code for part, (_, code) in died.items()} == {"task": 137, "loadgen": 137}
+        logging.getLogger(__name__).warning("the killed job's remote containers stopped %s s after the kill",
+                                            {part: round(after, 2) for part, (after, _) in died.items()})
+    finally:
+        for container in containers_of(client, {interrupted}):
+            try:
+                client.api.remove_container(container["Id"], force=True)
+            except docker.errors.APIError:  # gone meanwhile, or being removed by another job's sweep
+                pass

@@ -93,6 +93,68 @@ def test_a_bad_record_writes_nothing_and_keeps_the_old_file(two_run_files):
     assert sorted(p.name for p in directory.iterdir()) == sorted(p.name for p in paths)
 
 
+def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leaves_nothing(two_run_files,
+                                                                                          monkeypatch):
+    # README: runs are written to a temporary name and renamed; a reader never sees half a run.
+    directory, samples, paths = two_run_files
+    complete = sorted(p.name for p in paths)
+    write_table = record.pq.write_table
+    seen = []
+
+    def written_not_yet_renamed(table, where, **kwargs):
+        write_table(table, where, **kwargs)
+        seen.append(sorted(Path(f).name for f in ds.dataset(directory, format="parquet").files))
+        seen.append(sorted(p.name for p in directory.glob("*.parquet")))
+
+    def written_not_yet_renamed_hidden(table, where, **kwargs):
+        written_not_yet_renamed(table, where, **kwargs)
+        # Beside its final name (one file system: the rename is atomic), hidden from dataset readers.
+        seen.append([p.name.startswith(".new.parquet.") for p in directory.iterdir() if p.name.startswith(".")])
+
+    monkeypatch.setattr(record.pq, "write_table", written_not_yet_renamed_hidden)
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    record.write_run(directory / "new.parquet", samples, meta)
+    assert seen == [complete, complete, [True]]
+
+    def interrupted(table, where, **kwargs):
+        write_table(table, where, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record.pq, "write_table", interrupted)
+    before = paths[0].read_bytes()
+    with pytest.raises(KeyboardInterrupt):
+        record.write_run(paths[0], samples, meta)
+    assert paths[0].read_bytes() == before
+    assert sorted(p.name for p in directory.iterdir()) == sorted([*complete, "new.parquet"])
+
+
+def test_complete_rows_write_as_they_are_and_into_a_directory_not_yet_made(two_run_files):
+    directory, samples, paths = two_run_files
+    frame, meta = record.read_run(paths[1])
+    again = record.write_run(directory / "deep" / "er" / "copy.parquet", frame, meta)
+    copied, copied_meta = record.read_run(again)
+    assert copied.equals(frame) and copied_meta == meta
+
+
+def test_version_2_values_at_their_edges(two_run_files):
+    directory, samples, paths = two_run_files
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    meta["window"]["load_s"] = 0.5  # a window shorter than a second is a window
+    record.validate_meta(meta)
+    meta["host"] = None
+    del meta["loadgen"]["cpu_s"]
+    with pytest.raises(record.RunFileError, match=r"^run metadata loadgen lacks cpu_s$"):
+        record.validate_meta(meta)
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    del meta["repeat"], meta["limits"]
+    with pytest.raises(record.RunFileError, match=r"^run metadata \(format_version 2\) lacks repeat, limits$"):
+        record.validate_meta(meta)
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    del meta["host"]["cpus"], meta["host"]["total_s"]
+    with pytest.raises(record.RunFileError, match=r"^run metadata host lacks cpus, total_s$"):
+        record.validate_meta(meta)
+
+
 def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
     directory, samples, paths = two_run_files
     condition = Condition("go", 0.25, 2048, 0, 0)
@@ -126,7 +188,201 @@ def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
         samples))))["format_version"] == 2
 
 
+def test_each_bad_metadata_value_is_named_with_what_it_should_be():
+    condition = Condition("go", 0.25, 2048, 0, 0)
+
+    def changed(change):
+        meta = make_meta(condition, 10)
+        change(meta)
+        return meta
+
+    nan = float("nan")
+    cases = [
+        (lambda m: (m.pop("load"), m.pop("environment")), "run metadata lacks load, environment"),
+        (lambda m: m.update(format_version=True), "run metadata format_version is True, this code reads 1 and 2 and "
+                                                "3"),
+        (lambda m: m.update(repeat=True), "run metadata repeat is True, not a whole number >= 1"),
+        (lambda m: m.update(repeat=1.0), "run metadata repeat is 1.0, not a whole number >= 1"),
+        (lambda m: m["window"].update(load_s=0), "run metadata window.load_s is 0, not a number of seconds > 0"),
+        (lambda m: m["window"].update(load_s=True), "run metadata window.load_s is True, not a number of seconds > 0"),
+        (lambda m: m["window"].update(load_s="1"), "run metadata window.load_s is '1', not a number of seconds > 0"),
+        (lambda m: m["requests"].update(cap_reached=0), "run metadata requests.cap_reached is 0, not true/false"),
+        (lambda m: m.update(limits=None), "run metadata limits is None, not an object with cpu_quota_us, "
+                                          "cpu_period_us, vcpu, memory_limit_bytes, swap_limit_bytes"),
+        (lambda m: m.update(host=[]), "run metadata host is [], not an object with cpus, busy_s, total_s"),
+        (lambda m: m["limits"].pop("swap_limit_bytes"), "run metadata limits lacks swap_limit_bytes"),
+        (lambda m: m["loadgen"].pop("cpu_s"), "run metadata loadgen lacks cpu_s"),
+        (lambda m: (m["condition"].pop("id"), m["condition"].pop("app")), "run metadata condition lacks id, app"),
+        (lambda m: m["container"].pop("peak_memory_bytes"), "run metadata container lacks peak_memory_bytes"),
+        (lambda m: m["environment"].pop("hey_version"), "run metadata environment lacks hey_version"),
+        (lambda m: m["requests"].pop("failed_source"), "run metadata requests lacks failed_source"),
+        (lambda m: m["window"].pop("end"), "run metadata window lacks end"),
+        (lambda m: m["window"].pop("wall_s"), "run metadata window lacks wall_s"),
+        (lambda m: m.update(processes={}), "run metadata processes must be a list of {role, target_pct, cpu_s}"),
+        (lambda m: m.update(processes=[{"role": "app", "cpu_s": 1}]),
+         "run metadata processes must be a list of {role, target_pct, cpu_s}"),
+        (lambda m: m["cgroup"].update(usage_s=nan), "run metadata is not plain JSON: Out of range float values are "
+                                                    "not JSON compliant"),
+    ]
+    for change, message in cases:
+        with pytest.raises(record.RunFileError) as err:
+            record.validate_meta(changed(change))
+        assert str(err.value).startswith(message), (message, str(err.value))
+    # The engine may hide the host's and the load generator's counters: null is a value there.
+    record.validate_meta(changed(lambda m: m.update(host=None, loadgen=None)))
+
+
+def test_a_record_refuses_rows_of_another_condition_or_schema():
+    samples = hey.parse_csv((FIXTURES / "hey-ok.csv").read_text())
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    rows = record.RunRecord.from_samples(samples, meta).rows
+    other = {**meta, "condition": Condition("go", 0.5, 2048, 0, 0).as_dict()}
+    with pytest.raises(record.RunFileError) as err:
+        record.RunRecord(rows, other)
+    assert str(err.value) == ("rows carry condition ids ['go_cpu0.25_mem2048_sc0_load00'], meta says "
+                              "'go_cpu0.5_mem2048_sc0_load00'")
+    with pytest.raises(record.RunFileError, match=r"^rows do not have the run file schema"):
+        record.RunRecord(rows.drop(["dns_s"]), meta)
+    with pytest.raises(record.RunFileError) as err:
+        record.to_table(samples)
+    assert str(err.value) == ("run rows: missing columns ['condition_id', 'app', 'vcpu', 'memory_mb', "
+                              "'sidecar_count', 'sidecar_load_pct', 'total_sidecar_load_pct'], unexpected columns []")
+    frame = rows.to_pandas()
+    frame["status_code"] = "x"
+    with pytest.raises(record.RunFileError, match=r"^run rows do not convert to the run file schema: "):
+        record.to_table(frame)
+    # The condition's columns repeat its values on every row, the samples keep theirs.
+    table = record.RunRecord.from_samples(samples, meta).rows
+    assert table.column("vcpu").unique().to_pylist() == [0.25]
+    assert table.column("total_sidecar_load_pct").unique().to_pylist() == [0.0]
+    assert table.column("offset_s").to_pylist() == samples["offset_s"].tolist()
+
+
+def test_a_failure_record_is_refused_unless_complete_and_plain(tmp_path):
+    condition = Condition("go", 0.25, 2048, 1, 5)
+    good = record.failure_record(condition.as_dict(), 2, LoadSettings().as_dict(), "boom",
+                                 {"role": "app", "pid": 7, "exit_status": 137, "signal": "SIGKILL", "oom_killed": 1,
+                                  "phase": "window", "container_status": "exited", "container_exit_code": 137},
+                                 "local", "2026-12-01T00:00:00+00:00")
+    assert good == {"failure_version": 1, "status": "failed", "condition": condition.as_dict(), "repeat": 2,
+                    "load": LoadSettings().as_dict(), "error": "boom", "process": {"role": "app", "pid": 7},
+                    "exit_status": 137, "signal": "SIGKILL", "oom_killed": True, "phase": "window",
+                    "container_status": "exited", "container_exit_code": 137, "host_name": "local",
+                    "time": "2026-12-01T00:00:00+00:00"}
+    path = record.write_failure(tmp_path / "run.parquet", good)
+    assert record.read_failure(path) == good
+    with pytest.raises(record.FailedRunError) as err:
+        record.read_run_meta(path)
+    assert str(err.value) == (f"{path}: a failure record, not a measured run (go_cpu0.25_mem2048_sc1_load05 rep 2 "
+                              "failed inside the measured window: app (pid 7) killed by SIGKILL, OOM-killed True); "
+                              "delete it (or rerun with --forcerun) to measure the run again")
+    cases = [
+        ({"signal": None, "time": None}, None),
+        ({"status": "measured"}, "failure record has status 'measured', version 1"),
+        ({"failure_version": 2}, "failure record has status 'failed', version 2"),
+        ({"repeat": 0}, "failure record repeat is 0, not a whole number >= 1"),
+        ({"repeat": True}, "failure record repeat is True, not a whole number >= 1"),
+        ({"condition": {"id": condition.id}}, "failure record condition lacks app, vcpu, memory_mb, sidecar_count, "
+                                              "sidecar_load_pct, total_sidecar_load_pct"),
+        ({"exit_status": float("inf")}, "failure record is not plain JSON"),
+    ]
+    for change, message in cases:
+        if message is None:
+            record.validate_failure({**good, **change})
+            continue
+        with pytest.raises(record.RunFileError) as err:
+            record.validate_failure({**good, **change})
+        assert str(err.value).startswith(message), str(err.value)
+    lacking = {key: value for key, value in good.items() if key not in ("phase", "host_name")}
+    with pytest.raises(record.RunFileError) as err:
+        record.validate_failure(lacking)
+    assert str(err.value) == "failure record lacks phase, host_name"
+    # A run file is not a failure record.
+    run = record.write_run(tmp_path / "measured.parquet", hey.parse_csv((FIXTURES / "hey-ok.csv").read_text()),
+                           make_meta(condition, 40))
+    assert record.read_failure(run) is None
+
+
+def test_analysis_reads_name_the_file_and_keep_a_failure_a_failure(tmp_path):
+    from sidecar_bench import runfile
+
+    samples = hey.parse_csv((FIXTURES / "hey-ok.csv").read_text())
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    run = record.write_run(tmp_path / "run.parquet", samples, make_meta(condition, len(samples)))
+    assert runfile.read_meta(run) == record.read_run_meta(run)
+    columns = runfile.read_columns(run, ["response_time_s", "status_code"])
+    assert list(columns) == ["response_time_s", "status_code"]
+    assert columns["response_time_s"].tolist() == samples["response_time_s"].tolist()
+    assert runfile.read_failure(run) is None
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet")
+    with pytest.raises(record.RunFileError, match=rf"^{broken}: not a readable Parquet run file \(.*\); rerun its "
+                                                  r"condition$"):
+        runfile.read_meta(broken)
+    assert runfile.read_failure(broken) is None
+    with pytest.raises(record.RunFileError, match=rf"^{run}: cannot read columns \['nope'\] \("):
+        runfile.read_columns(run, ["nope"])
+    v4 = make_meta(condition, len(samples))
+    v4["format_version"] = 4
+    table = record.RunRecord.from_samples(samples, make_meta(condition, len(samples))).rows
+    import pyarrow.parquet as pq
+    pq.write_table(table.replace_schema_metadata({record.METADATA_KEY: json.dumps(v4).encode()}), tmp_path / "v4.parquet")
+    with pytest.raises(record.RunFileError) as err:
+        runfile.read_meta(tmp_path / "v4.parquet")
+    assert str(err.value) == (f"{tmp_path / 'v4.parquet'}: run metadata format_version is 4, this code reads 1 and 2 "
+                              "and 3")
+    failure = record.failure_record(condition.as_dict(), 1, LoadSettings().as_dict(), "boom",
+                                    {"role": "app", "pid": 7, "exit_status": 1, "phase": "start"}, "local", "t")
+    failed = record.write_failure(tmp_path / "failed.parquet", failure)
+    with pytest.raises(record.FailedRunError) as err:
+        runfile.read_meta(failed)
+    assert str(err.value).startswith(f"{failed}: a failure record, not a measured run (") and \
+        not str(err.value).startswith(f"{failed}: {failed}")
+    assert runfile.read_failure(failed) == failure
+    # A damaged failure record (no condition) is still refused as a failure, saying it cannot tell which.
+    pq.write_table(record.SCHEMA.empty_table().replace_schema_metadata(
+        {record.FAILURE_KEY: json.dumps({"status": "failed"}).encode()}), tmp_path / "damaged.parquet")
+    with pytest.raises(record.FailedRunError) as err:
+        record.read_run_meta(tmp_path / "damaged.parquet")
+    assert str(err.value) == (f"{tmp_path / 'damaged.parquet'}: a failure record, not a measured run (?); delete it "
+                              "(or rerun with --forcerun) to measure the run again")
+    bad = {**failure, "repeat": 0}
+    pq.write_table(record.SCHEMA.empty_table().replace_schema_metadata({record.FAILURE_KEY: json.dumps(bad).encode()}),
+                   tmp_path / "bad-failure.parquet")
+    with pytest.raises(record.RunFileError) as err:
+        runfile.read_failure(tmp_path / "bad-failure.parquet")
+    assert str(err.value) == f"{tmp_path / 'bad-failure.parquet'}: failure record repeat is 0, not a whole number >= 1"
+
+
 # ---- failure counting, progress ---------------------------------------------------------------
+
+def test_a_failed_runs_line_says_which_process_died_how_and_where():
+    # README, "Failed runs": the summary's failure text, one line per failed repetition.
+    base = {"condition": {"id": "go_cpu0.25_mem2048_sc1_load05"}, "repeat": 2, "phase": "window", "oom_killed": False}
+    cases = [
+        ({"process": {"role": "app", "pid": 10}, "signal": "SIGKILL", "exit_status": 137},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: app (pid 10) killed by SIGKILL, "
+         "OOM-killed False"),
+        ({"process": {"role": "proxy", "pid": 11}, "signal": None, "exit_status": 1, "phase": "start",
+          "oom_killed": True},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed before the measured window: sidecar proxy (pid 11) exited with "
+         "status 1, OOM-killed True"),
+        ({"process": {"role": "proxy", "pid": 11}, "exit_status": 0},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: sidecar proxy (pid 11) exited with "
+         "status 0, OOM-killed False"),
+        ({"process": {"role": "agent", "pid": 12}},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: sidecar agent (pid 12) gone, "
+         "OOM-killed False"),
+        ({"process": None, "container_status": "running", "oom_killed": True},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: another process of the task, "
+         "OOM-killed True"),
+        ({"process": {"role": None}, "container_status": "exited", "container_exit_code": 137},
+         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: the task (exit code 137), "
+         "OOM-killed False"),
+    ]
+    for failure, text in cases:
+        assert record.failure_text({**base, **failure}) == text
+
 
 def tcp(name: str) -> dict:
     return runner.parse_tcp_counters((FIXTURES / name).read_text())
@@ -167,9 +423,9 @@ def test_answers_past_heys_row_cap_are_not_failures():
     assert runner.count_failed(rows, 0, rows + 5000, clean, clean, cap_reached=False)[0] == 5000
 
 
-def limits(quota=25000, period=100000, memory=2048 * 2**20):
+def limits(quota=25000, period=100000, memory=2048 * 2**20, swap=0):
     return runner.cgroup.Limits(cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory,
-                                swap_limit_bytes=0)
+                                swap_limit_bytes=swap)
 
 
 def test_limits_read_back_must_be_the_conditions():
@@ -184,8 +440,169 @@ def test_limits_read_back_must_be_the_conditions():
     with pytest.raises(runner.RunError, match=r"expected a memory limit of 2048 MiB \(2147483648 bytes\), the task's "
                                               r"cgroup has 536870912 bytes"):
         runner.check_limits(condition, limits(memory=512 * 2**20), nr_periods=30)
+    with pytest.raises(runner.RunError, match=r"the task's cgroup has no memory limit$"):
+        runner.check_limits(condition, limits(memory=-1), nr_periods=30)
     with pytest.raises(runner.RunError, match="nr_periods did not increase"):
         runner.check_limits(condition, limits(), nr_periods=0)
+    # One period counted is enough.
+    runner.check_limits(condition, limits(), nr_periods=1)
+
+
+def test_a_run_fails_unless_its_cgroup_allows_no_swap():
+    # README: "the memory limit is the condition's, with no swap".
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    runner.check_limits(condition, limits(swap=0), nr_periods=30)
+    prefix = r"go_cpu0.25_mem2048_sc0_load00: expected no swap \(memory \+ swap limited to the memory limit, " \
+             r"2147483648 bytes\), the task's cgroup "
+    # The smallest swap there is: one page.
+    with pytest.raises(runner.RunError, match=prefix + r"allows 4096 bytes \(0.00390625 MiB\) of swap"):
+        runner.check_limits(condition, limits(swap=4096), nr_periods=30)
+    with pytest.raises(runner.RunError, match=prefix + r"allows 1073741824 bytes \(1024 MiB\) of swap"):
+        runner.check_limits(condition, limits(swap=2**30), nr_periods=30)
+    with pytest.raises(runner.RunError, match=prefix + r"allows unlimited swap .*No swap limit support"):
+        runner.check_limits(condition, limits(swap=-1), nr_periods=30)
+    with pytest.raises(runner.RunError, match=prefix + r"does not account swap .*swapaccount=1"):
+        runner.check_limits(condition, limits(swap=None), nr_periods=30)
+
+
+def test_every_refusal_of_the_read_back_says_what_was_found_and_what_to_do():
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    messages = {
+        None: "go_cpu0.25_mem2048_sc0_load00: expected a CPU limit of 0.25 vCPU on the task's cgroup, found no "
+              "cgroup limit files",
+        limits(memory=None): "go_cpu0.25_mem2048_sc0_load00: expected a memory limit of 2048 MiB (2147483648 bytes), "
+                             "the task's cgroup has no memory limit file",
+        limits(swap=None): "go_cpu0.25_mem2048_sc0_load00: expected no swap (memory + swap limited to the memory "
+                           "limit, 2147483648 bytes), the task's cgroup does not account swap (no "
+                           "memory.memsw.limit_in_bytes or memory.swap.max): the kernel cannot hold the task to no "
+                           "swap; enable swap accounting on the host (cgroup v1: boot with swapaccount=1) and rerun",
+        limits(swap=-1): "go_cpu0.25_mem2048_sc0_load00: expected no swap (memory + swap limited to the memory "
+                         "limit, 2147483648 bytes), the task's cgroup allows unlimited swap (the engine stores this "
+                         "too when the kernel cannot limit swap: `docker info` then warns \"No swap limit support\")",
+    }
+    for found, message in messages.items():
+        with pytest.raises(runner.RunError) as err:
+            runner.check_limits(condition, found, nr_periods=30)
+        assert str(err.value) == message
+    with pytest.raises(runner.RunError) as err:
+        runner.check_limits(condition, limits(), nr_periods=-2)
+    assert str(err.value) == ("go_cpu0.25_mem2048_sc0_load00: the task cgroup's nr_periods did not increase over the "
+                              "window (delta -2): its CPU counters are not the task's own (cgroup v2 without the cpu "
+                              "controller delegated to containers?); enable it and rerun")
+    # A quota 0.2 % of a CPU off is another condition (the read-back tolerance is for rounding only).
+    with pytest.raises(runner.RunError, match="= 0.252 vCPU"):
+        runner.check_limits(condition, limits(quota=25200), nr_periods=30)
+    with pytest.raises(runner.RunError, match="= 0.248 vCPU"):
+        runner.check_limits(condition, limits(quota=24800), nr_periods=30)
+
+
+def test_limits_beyond_the_host_are_refused_and_the_host_itself_is_enough():
+    info = {"NCPU": 2, "MemTotal": 4 * 2**30}
+    # All the host has is allowed: every CPU and all its memory (2 vCPU cells are flagged host-bound, not refused).
+    runner.check_host_capacity(info, Condition("go", 2, 4096, 0, 0), "big", "ssh://me@big")
+    with pytest.raises(runner.RunError) as err:
+        runner.check_host_capacity(info, Condition("go", 2.5, 2048, 0, 0), "big", "ssh://me@big")
+    assert str(err.value) == ("go_cpu2.5_mem2048_sc0_load00: vcpu 2.5 is above the 2 CPUs of host 'big' "
+                              "(ssh://me@big); lower vcpu in config.yaml or measure on a larger host")
+    with pytest.raises(runner.RunError) as err:
+        runner.check_host_capacity(info, Condition("go", 1, 4097, 0, 0), "big", "ssh://me@big")
+    assert str(err.value) == ("go_cpu1_mem4097_sc0_load00: memory_mb 4097 is above the 4096 MiB of host 'big' "
+                              "(ssh://me@big); lower memory_mb in config.yaml or measure on a larger host")
+    # An engine that does not say what it has is not refused for it.
+    runner.check_host_capacity({}, Condition("go", 64, 2**20, 0, 0), "far", "tcp://far:2376")
+
+
+def test_failed_requests_are_counted_from_the_windows_deltas_not_the_totals():
+    before = {"ActiveOpens": 1000, "AttemptFails": 100, "EstabResets": 40}
+    after = {"ActiveOpens": 1010, "AttemptFails": 103, "EstabResets": 44}
+    failed, evidence = runner.count_failed(500, 2000, 2500, before, after)
+    assert failed == 3 + 2
+    assert evidence == {"served_not_recorded": 0, "tcp_attempt_fails": 3, "tcp_estab_resets": 4,
+                        "tcp_reset_connections": 2, "tcp_active_opens": 10}
+    # The larger source wins: 7 answers hey has no row for beat 5 refused or reset.
+    assert runner.count_failed(500, 2000, 2507, before, after)[0] == 7
+    with pytest.raises(runner.RunError) as err:
+        runner.count_failed(500, 2000, 2499, before, after)
+    assert str(err.value) == ("the app's /stats served count rose by 499 but hey recorded 500 responses: the app "
+                              "restarted or /stats does not count /work responses")
+
+
+def test_tcp_counters_by_name_and_a_namespace_without_them():
+    assert tcp("snmp-after-refused.txt")["AttemptFails"] == 10
+    with pytest.raises(runner.RunError) as err:
+        runner.parse_tcp_counters("Ip: Forwarding\nIp: 1\n")
+    assert str(err.value) == "/proc/net/snmp has no Tcp: lines: 'Ip: Forwarding\\nIp: 1\\n'"
+
+
+def test_the_apps_served_count_and_tcp_counters_come_from_one_probe():
+    snmp = (FIXTURES / "snmp-before.txt").read_text()
+    counters, served = runner.parse_netns_probe(f"{snmp}@@stats\n{{\"served\": 1234}}\n")
+    assert served == 1234 and counters == tcp("snmp-before.txt")
+    for answer in ("curl: (7) Failed to connect", '{"count": 3}', '["served"]'):
+        with pytest.raises(runner.RunError) as err:
+            runner.parse_netns_probe(f"{snmp}@@stats\n{answer}\n")
+        assert str(err.value) == f"the app's /stats did not answer {{\"served\": N}}: {answer!r}"
+
+
+def test_the_role_whose_process_is_gone_or_replaced_is_named():
+    def snapshot(processes):
+        line = "{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 1 0 0 0 20 0 1 0 {start} 0 0"
+        return runner.cgroup.TaskSnapshot(counters=None, roles={"app": 10, "proxy": 11, "agent": 12}, clk_tck=100,
+                                          processes=tuple(runner.cgroup.parse_proc_stat(line.format(pid=pid, start=start))
+                                                          for pid, start in processes))
+
+    before = snapshot([(10, 500), (11, 501), (12, 502)])
+    nobody = {"role": None, "pid": None, "exit_status": None, "signal": None}
+    assert runner._role_gone(before, snapshot([(10, 500), (11, 501), (12, 502), (13, 900)])) == nobody
+    assert runner._role_gone(before, snapshot([(10, 500), (12, 502)])) == {**nobody, "role": "proxy", "pid": 11}
+    # The same pid started again later is another process.
+    assert runner._role_gone(before, snapshot([(10, 500), (11, 501), (12, 777)])) == {**nobody, "role": "agent",
+                                                                                      "pid": 12}
+
+
+def test_an_exit_status_above_128_is_a_signal_and_128_itself_is_not():
+    line = "entrypoint: app (pid 7) exited with status {}; stopping the sidecars\n"
+    assert runner.process_exit(line.format(129))["signal"] == "SIGHUP"
+    assert runner.process_exit(line.format(128))["signal"] is None
+    assert runner.process_exit(line.format(128 + 70))["signal"] == "signal 70"  # no such signal: its number
+    assert runner.process_exit("no such line") == {"role": None, "pid": None, "exit_status": None, "signal": None}
+    assert runner.describe_exit(runner.process_exit("")) == ("the entrypoint logged no process exit (the whole task "
+                                                            "was killed)")
+
+
+def test_swap_is_checked_from_the_files_a_task_reads_on_either_hierarchy():
+    condition = Condition("go", 0.25, 512, 0, 0)
+    v1 = {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "25000\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+          "/sys/fs/cgroup/memory/memory.limit_in_bytes": f"{512 * 2**20}\n"}
+    v2 = {"/sys/fs/cgroup/cpu.max": "25000 100000\n", "/sys/fs/cgroup/memory.max": f"{512 * 2**20}\n"}
+    # docker run --memory 512m --memory-swap 512m, as the runner starts the task.
+    for files in ({**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": f"{512 * 2**20}\n"},
+                  {**v2, "/sys/fs/cgroup/memory.swap.max": "0\n"}):
+        runner.check_limits(condition, runner.cgroup.parse_limits(files), nr_periods=30)
+    # --memory-swap 1g: 512 MiB of swap; --memory-swap -1: unlimited; kernel without swap accounting: no file.
+    refused = {
+        "allows 536870912 bytes": ({**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": f"{2**30}\n"},
+                                   {**v2, "/sys/fs/cgroup/memory.swap.max": f"{512 * 2**20}\n"}),
+        "allows unlimited swap": ({**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": "9223372036854771712\n"},
+                                  {**v2, "/sys/fs/cgroup/memory.swap.max": "max\n"}),
+        "does not account swap": (v1, v2),
+    }
+    for message, cases in refused.items():
+        for files in cases:
+            with pytest.raises(runner.RunError, match=message):
+                runner.check_limits(condition, runner.cgroup.parse_limits(files), nr_periods=30)
+
+
+def test_swap_from_the_engine_when_no_cgroup_file_is_readable():
+    mib = 2**20
+    # Docker's MemorySwap is memory + swap: equal to Memory is no swap; -1 unlimited (also stored when the kernel
+    # cannot limit swap); a memory limit without --memory-swap is stored as twice the memory.
+    for memory_swap, swap in ((512 * mib, 0), (512 * mib + 4096, 4096), (-1, -1), (0, 512 * mib)):
+        applied = runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "Memory": 512 * mib,
+                                                         "MemorySwap": memory_swap})
+        assert applied.swap_limit_bytes == swap, memory_swap
+    # No memory limit: nothing to say about swap.
+    assert runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "MemorySwap": -1}).swap_limit_bytes is None
 
 
 def test_limits_from_the_engine_when_no_cgroup_file_is_readable():
@@ -198,9 +615,20 @@ def test_limits_from_the_engine_when_no_cgroup_file_is_readable():
 
 def test_the_load_generator_exits_on_its_own_after_every_step_could_have_ended():
     # A killed workflow cannot remove it; `sleep infinity` kept it (and the task's namespace) for ever.
-    load = LoadSettings(duration_s=30, warmup_s=5, ready_timeout_s=120)
-    measurement = runner.Measurement(None, Condition("go", 1, 2048, 0, 0), load, None, None, "run")
-    assert measurement.loadgen_deadline_s() == 120 + 5 + 30 + 2 * runner.HEY_GRACE_S + runner.LOADGEN_GRACE_S
+    def deadline(**settings) -> int:
+        load = LoadSettings(**{"duration_s": 30, "warmup_s": 5, "ready_timeout_s": 120, **settings})
+        return runner.Measurement(None, Condition("go", 1, 2048, 0, 0), load, None, None, "run").loadgen_deadline_s()
+
+    # It outlives the longest run: the whole ready timeout, then the warm-up and the window, each hey run
+    # until it is killed (HEY_GRACE_S past its duration); and not much longer: within 5 minutes of that.
+    longest = 120 + (5 + runner.HEY_GRACE_S) + (30 + runner.HEY_GRACE_S)
+    assert longest < deadline() <= longest + 300
+    # Every second a step may take is a second more.
+    for setting in ("duration_s", "warmup_s", "ready_timeout_s"):
+        assert deadline(**{setting: {"duration_s": 31, "warmup_s": 6, "ready_timeout_s": 121}[setting]}) == deadline() + 1
+    # The task outlives the load generator, which runs in its network namespace.
+    measurement = runner.Measurement(None, Condition("go", 1, 2048, 0, 0), LoadSettings(), None, None, "run")
+    assert measurement.task_deadline_s() > measurement.loadgen_deadline_s()
 
 
 def test_repeat_must_be_a_whole_number_from_one(tmp_path):
@@ -255,6 +683,38 @@ def leftovers(client, condition: Condition) -> list:
 
 # Memory sizes no experiment uses, so that concurrent runs of the real matrix are not mistaken for leftovers.
 GO_TEST = Condition("go", 0.25, 2040, 1, 10)
+
+
+@pytest.mark.docker
+def test_a_task_whose_cgroup_allows_swap_is_refused_naming_the_swap(client, engine):
+    # The runner's read-back on real cgroups: the task's own files (as the snapshot reads them inside the
+    # container) and, for an engine whose files are unreadable, the engine's HostConfig.
+    base = image.ensure_base(client, "debian:bookworm-slim", "debootstrap")
+    condition = Condition("go", 0.25, 2041, 0, 0)
+    mib = 2**20
+    cases = {2041 * mib: None, 2041 * mib + 64 * mib: r"allows 67108864 bytes \(64 MiB\) of swap",
+             -1: "allows unlimited swap"}
+    for memswap, refusal in cases.items():
+        task = client.containers.run(base, ["sleep", "120"], detach=True, nano_cpus=250_000_000,
+                                     mem_limit=f"{2041 * mib}", memswap_limit=memswap, network_mode="none",
+                                     labels=runner.labels(condition, f"swap-test-{memswap}", "task"),
+                                     **runner.hardening(runner.TASK_TMPFS))
+        try:
+            snapshot = runner.exec_in(client, task.id, ["sh", "-c", runner.cgroup.SNAPSHOT_SCRIPT])
+            task.reload()
+            read_back = {"cgroup": runner.cgroup.parse_snapshot(snapshot.stdout).limits,
+                         "engine": runner.cgroup.limits_from_host_config(task.attrs["HostConfig"])}
+        finally:
+            task.remove(force=True)
+        for source, limits in read_back.items():
+            if refusal is None:
+                runner.check_limits(condition, limits, nr_periods=1)
+                assert limits.swap_limit_bytes == 0, source
+            else:
+                with pytest.raises(runner.RunError, match=rf"^go_cpu0.25_mem2041_sc0_load00: expected no swap "
+                                                          rf".*the task's cgroup {refusal}"):
+                    runner.check_limits(condition, limits, nr_periods=1)
+    assert leftovers(client, condition) == []
 
 
 @pytest.mark.docker
@@ -475,16 +935,16 @@ def test_containers_of_a_run_that_died_are_removed_before_the_next(client, engin
 
 @pytest.mark.docker
 def test_the_task_exits_on_its_own_after_its_deadline(client, engine):
-    # The image's entrypoint runs under `timeout -s KILL`: after kill -9 of the workflow, the app and
-    # its sidecars stop burning CPU once the run could no longer be going on.
+    # The image's entrypoint runs under the watcher: should the runner's connection outlive the run (a
+    # frozen runner), the app and its sidecars stop burning CPU once the run could no longer be going on.
     load = LoadSettings(duration_s=1, ready_timeout_s=30)
     measurement = runner.Measurement(client, Condition("go", 0.5, 512, 1, 5), load,
                                      image_for(client, "sidecar-bench/task:go-sidecar"),
                                      image_for(client, "sidecar-bench/loadgen:latest"), "deadline-test")
-    assert measurement.task_deadline_s() == measurement.loadgen_deadline_s() + runner.TASK_GRACE_S
+    assert measurement.task_deadline_s() > measurement.loadgen_deadline_s()
     entrypoint = measurement.task_entrypoint()
-    assert entrypoint[:4] == ["timeout", "-s", "KILL", str(measurement.task_deadline_s())]
-    assert entrypoint[4:] == measurement.task_image.attrs["Config"]["Entrypoint"]
+    assert entrypoint[:5] == ["bash", "-c", runner.WATCH_SCRIPT, runner.WATCH_NAME, str(measurement.task_deadline_s())]
+    assert entrypoint[5:] == measurement.task_image.attrs["Config"]["Entrypoint"]
     measurement.task_deadline_s = lambda: 3  # a short deadline for the test
     try:
         measurement.start()
@@ -493,3 +953,52 @@ def test_the_task_exits_on_its_own_after_its_deadline(client, engine):
     finally:
         measurement.remove()
     assert client.containers.list(all=True, filters={"label": f"{runner.RUN_LABEL}={measurement.run_id}"}) == []
+
+
+# A runner that starts one run's containers, says so, and then waits to be killed.
+RUNNER_TO_KILL = """
+import sys, time
+import docker
+from sidecar_bench import runner
+from sidecar_bench.conditions import Condition, LoadSettings
+client = docker.from_env()
+task, loadgen, run_id = sys.argv[1:4]
+measurement = runner.Measurement(client, Condition("go", 0.25, 2039, 3, 15), LoadSettings(duration_s=1),
+                                 client.images.get(task), client.images.get(loadgen), run_id)
+measurement.start()
+measurement.wait_ready()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.docker
+def test_the_task_and_the_load_generator_stop_within_seconds_of_the_runners_kill(client, engine):
+    # kill -9 leaves no clean-up to the runner: the closed attach connection ends both containers.
+    task = image_for(client, "sidecar-bench/task:go-sidecar")
+    loadgen = image_for(client, "sidecar-bench/loadgen:latest")
+    run_id = f"kill-test-{time.time_ns()}"
+    process = subprocess.Popen([sys.executable, "-c", RUNNER_TO_KILL, task.id, loadgen.id, run_id],
+                               stdout=subprocess.PIPE, text=True, cwd=ROOT / "scripts")
+    run_filter = {"label": f"{runner.RUN_LABEL}={run_id}"}
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        running = client.containers.list(filters=run_filter)
+        assert {c.labels[runner.PART_LABEL] for c in running} == {"task", "loadgen"}
+        process.kill()
+        process.wait(timeout=30)
+        killed = time.monotonic()
+        while client.containers.list(filters=run_filter):  # running ones only
+            assert time.monotonic() - killed < 15, "the task or the load generator outlived the runner"
+            time.sleep(0.1)
+        took = time.monotonic() - killed
+        logging.getLogger(__name__).warning("the containers stopped %.1f s after the runner's kill", took)
+        stopped = {c.labels[runner.PART_LABEL]: c.attrs["State"] for c in client.containers.list(all=True,
+                                                                                                 filters=run_filter)}
+        # Ended by the watcher (PID 1 exits, the kernel kills the rest), not by their deadline.
+        assert {part: state["ExitCode"] for part, state in stopped.items()} == {"task": 137, "loadgen": 137}
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for container in client.containers.list(all=True, filters=run_filter):
+            container.remove(force=True)

@@ -61,8 +61,11 @@ def test_task_and_load_generator_run_confined_and_still_answer(client, engine, v
         measurement.wait_ready()
         task = client.containers.get(measurement.task.id)
         loadgen = client.containers.get(measurement.loadgen.id)
-        for container, network, tmpfs in ((task, "none", runner.TASK_TMPFS),
-                                          (loadgen, f"container:{task.id}", runner.LOADGEN_TMPFS)):
+        # The writable places the README's "Security" table documents, as the engine applied them.
+        documented = ({"/run": "rw,nosuid,nodev,noexec,size=1m", "/tmp": "rw,nosuid,nodev,noexec,size=16m"},
+                      {"/tmp": "rw,nosuid,nodev,noexec,size=256m"})
+        for container, network, tmpfs in ((task, "none", documented[0]),
+                                          (loadgen, f"container:{task.id}", documented[1])):
             host_config = container.attrs["HostConfig"]
             assert host_config["Privileged"] is False
             assert host_config["CapDrop"] == ["ALL"] and not host_config["CapAdd"]
@@ -85,6 +88,13 @@ def test_task_and_load_generator_run_confined_and_still_answer(client, engine, v
             assert {fields[k] for k in ("CapPrm", "CapEff", "CapBnd", "CapInh", "CapAmb")} == {NO_CAPABILITIES}, fields
             assert fields["NoNewPrivs"] == "1" and fields["Seccomp"] == "2", fields
         assert checked >= 5  # entrypoint, app, 3 sidecars (and the load generator's exec)
+        # And as the kernel mounted them inside: tmpfs, nosuid, nodev, noexec, of the documented size (KiB).
+        for container, sizes in ((task, {"/run": 1024, "/tmp": 16384}), (loadgen, {"/tmp": 262144})):
+            mounts = runner.exec_in(client, container.id, ["cat", "/proc/mounts"]).stdout.splitlines()
+            for path, kib in sizes.items():
+                fields = next(line.split() for line in mounts if line.split()[1] == path)
+                options = set(fields[3].split(","))
+                assert fields[2] == "tmpfs" and {"nosuid", "nodev", "noexec", f"size={kib}k"} <= options, fields
         # The root file system is read-only; the tmpfs mounts are where writes go.
         for container in (task, loadgen):
             denied = runner.exec_in(client, container.id, ["sh", "-c", "echo x > /written"])

@@ -1,12 +1,14 @@
 """The real Snakefile, planned with `snakemake --dry-run` in a copy of the project."""
 
 import os
+import shutil
 import subprocess
+from pathlib import Path
 
 import docker
 import pytest
 
-from workflow_helpers import ROOT, SNAKEMAKE, copy_project, dry_run, snakemake, write_config
+from workflow_helpers import ROOT, SNAKEMAKE, copy_project, dry_run, pretend_finished, snakemake, write_config
 
 
 @pytest.fixture()
@@ -200,3 +202,110 @@ def test_the_task_preset_plans_both_layouts(project):
     for cid in ("go_cpu0.25_mem2048_sc3_load05", "go_cpu0.25_mem2048_sc3_load05_task",
                 "next_cpu0.5_mem2048_sc3_load07_task_appcpu1024", "go_cpu0.25_mem2048_sc3_load10_gomaxprocs1_task"):
         assert cid in plan.conditions, cid
+
+
+# ---- after a complete run: a missing run file, the analysis code -------------------------------------
+
+QUICK = ("--config", "preset=quick")
+QUICK_MATRIX = {
+    "go_cpu0.25_mem2048_sc3_load00",
+    "go_cpu0.25_mem2048_sc3_load05",
+    "next_cpu0.25_mem2048_sc3_load00",
+    "next_cpu0.25_mem2048_sc3_load05",
+}
+ANALYSIS = ("aggregate_runs", "make_tables", "plot_charts", "calibrate", "model_report")
+
+
+@pytest.fixture(scope="module")
+def finished_once(tmp_path_factory):
+    """The quick preset as after a complete run (every output made, none measured)."""
+    project = copy_project(tmp_path_factory.mktemp("finished") / "project")
+    pretend_finished(project, *QUICK)
+    plan = dry_run(project, *QUICK)
+    assert plan.nothing_to_do, plan.output
+    return project
+
+
+@pytest.fixture()
+def finished(finished_once, tmp_path):
+    """A copy of it for one test to change (file times and Snakemake's records kept)."""
+    return Path(shutil.copytree(finished_once, tmp_path / "finished", symlinks=True))
+
+
+def planned(plan):
+    """{rule: count} of the jobs that would run, without the target rules (all, calibration, model)."""
+    assert plan.returncode == 0, plan.output
+    return {rule: n for rule, n in plan.jobs.items() if rule not in ("all", "calibration", "model") and n}
+
+
+def test_a_deleted_run_file_is_measured_again_and_only_it(finished):
+    (finished / "results/quick/runs/go_cpu0.25_mem2048_sc3_load05/rep1.parquet").unlink()
+    plan = dry_run(finished, *QUICK)
+    # The summary and what is made from it follow; the calibration reads no matrix run of this preset.
+    assert planned(plan) == {"run_condition": 1, "aggregate_runs": 1, "make_tables": 1, "plot_charts": 1,
+                             "model_report": 1}, plan.output
+    assert plan.conditions == {"go_cpu0.25_mem2048_sc3_load05"} and plan.repeats == {1}
+    assert "Missing output files: results/quick/runs/go_cpu0.25_mem2048_sc3_load05/rep1.parquet" in plan.output
+
+
+def test_a_deleted_runs_folder_is_measured_again_and_nothing_else(finished):
+    shutil.rmtree(finished / "results/quick/runs")
+    plan = dry_run(finished, *QUICK)
+    assert planned(plan) == {"run_condition": 8, "aggregate_runs": 1, "make_tables": 1, "plot_charts": 1,
+                             "model_report": 1}, plan.output
+    assert plan.conditions == QUICK_MATRIX and plan.repeats == {1, 2}
+
+
+def test_a_deleted_calibration_run_is_measured_again_and_only_it(finished):
+    run = min((finished / "results/quick/calibration/runs").glob("*/rep2.parquet"))
+    run.unlink()
+    for target in ((), ("calibration",), ("model",)):  # the default target and the named ones
+        plan = dry_run(finished, *target, *QUICK)
+        assert planned(plan) == {"run_calibration": 1, "calibrate": 1, **({} if target == ("calibration",) else
+                                                                          {"model_report": 1})}, plan.output
+        assert plan.conditions == {run.parent.name} and plan.repeats == {2}
+
+
+def append(path, text="\n# edited\n"):
+    path.write_text(path.read_text() + text)
+
+
+def test_editing_the_charts_module_remakes_the_charts_and_measures_nothing(finished):
+    append(finished / "scripts/sidecar_bench/charts.py")
+    plan = dry_run(finished, *QUICK)
+    assert planned(plan) == {"plot_charts": 1, "model_report": 1}, plan.output
+    assert "Updated input files: scripts/sidecar_bench/charts.py" in plan.output
+
+
+def test_editing_the_statistics_remakes_every_analysis_step_and_measures_nothing(finished):
+    append(finished / "scripts/sidecar_bench/stats.py")
+    plan = dry_run(finished, *QUICK)
+    assert planned(plan) == {rule: 1 for rule in ANALYSIS}, plan.output
+
+
+def test_editing_an_analysis_script_remakes_its_outputs(finished):
+    # The code rerun trigger is off (profiles/default): the script is an input of its own rule.
+    append(finished / "scripts/make_tables.py")
+    assert planned(dry_run(finished, *QUICK)) == {"make_tables": 1}
+
+
+def test_a_module_both_sides_import_remakes_the_analysis_and_no_run(finished):
+    # record.py reads and writes run files: the runner and the analysis both import it.
+    append(finished / "scripts/sidecar_bench/record.py")
+    plan = dry_run(finished, *QUICK)
+    assert planned(plan) == {rule: 1 for rule in ANALYSIS}, plan.output
+
+
+def test_editing_the_runners_code_reruns_nothing(finished):
+    for path in ("scripts/sidecar_bench/runner.py", "scripts/sidecar_bench/job.py", "scripts/run_condition.py"):
+        append(finished / path)
+    plan = dry_run(finished, *QUICK)
+    assert plan.nothing_to_do, plan.output
+
+
+def test_checking_out_an_unchanged_analysis_module_reruns_nothing(finished):
+    # Newer but with the checksum recorded when the outputs were made: not an update.
+    charts = finished / "scripts/sidecar_bench/charts.py"
+    charts.write_text(charts.read_text())
+    plan = dry_run(finished, *QUICK)
+    assert plan.nothing_to_do, plan.output

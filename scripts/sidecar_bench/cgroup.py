@@ -109,12 +109,13 @@ class ProcStat:
 
 @dataclass(frozen=True)
 class Limits:
-    """The task cgroup's limits as the kernel applies them. quota -1 = no CPU limit; swap 0 = no swap."""
+    """The task cgroup's limits as the kernel applies them. -1 = no limit (quota, memory, swap); swap 0 = no swap."""
 
     cpu_quota_us: int | None
     cpu_period_us: int | None
     memory_limit_bytes: int | None
-    swap_limit_bytes: int | None  # v1: memsw - memory; v2: memory.swap.max; None if not accounted
+    # v1: memory.memsw.limit_in_bytes - memory; v2: memory.swap.max; None if swap is not accounted.
+    swap_limit_bytes: int | None
     cpu_burst_us: int | None = None  # None: no CFS burst file (kernel before 5.14)
     cpu_shares: int | None = None  # v1 cpu.shares
     cpu_weight: int | None = None  # v2 cpu.weight
@@ -229,13 +230,18 @@ def parse_docker_stats(stats: Mapping[str, Any]) -> CgroupCounters:
 def parse_limits(files: Mapping[str, str]) -> Limits | None:
     """The limits in a snapshot's cgroup files (v1 or v2); None if neither hierarchy's are there."""
     if V1_FILES[2] in files or V1_FILES[5] in files:
-        memory = _int_or_none(files.get(V1_FILES[5]))
-        memsw = _int_or_none(files.get(V1_FILES[6]))
+        memory = _v1_limit(files.get(V1_FILES[5]))
+        memsw = _v1_limit(files.get(V1_FILES[6]))
+        if memory is None or memsw is None:
+            swap = None
+        else:
+            # memsw limits memory + swap together (the kernel keeps it >= the memory limit).
+            swap = -1 if memsw == -1 else memsw - memory
         return Limits(
             cpu_quota_us=_int_or_none(files.get(V1_FILES[2])),
             cpu_period_us=_int_or_none(files.get(V1_FILES[3])),
             memory_limit_bytes=memory,
-            swap_limit_bytes=None if memory is None or memsw is None else memsw - memory,
+            swap_limit_bytes=swap,
             cpu_burst_us=_int_or_none(files.get(V1_FILES[7])),
             cpu_shares=_int_or_none(files.get(V1_FILES[8])),
             cpuset_cpus=_text_or_none(files.get(V1_FILES[9])),
@@ -259,9 +265,16 @@ def limits_from_host_config(host_config: Mapping[str, Any]) -> Limits:
     nano = int(host_config.get("NanoCpus") or 0)
     quota = int(host_config.get("CpuQuota") or 0) or (round(nano * period / 1e9) if nano else -1)
     memory = int(host_config.get("Memory") or 0) or None
+    # MemorySwap is memory + swap; -1 is unlimited swap, also what the engine stores when the kernel cannot
+    # limit swap ("Memory limited without swap"); with a memory limit, the engine stores 0 (unset) as 2 x memory.
     memsw = int(host_config.get("MemorySwap") or 0)
-    return Limits(cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory,
-                  swap_limit_bytes=(memsw - memory) if memory and memsw > 0 else None)
+    if memory is None:
+        swap = None
+    elif memsw < 0:
+        swap = -1
+    else:
+        swap = (memsw or 2 * memory) - memory
+    return Limits(cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory, swap_limit_bytes=swap)
 
 
 def parse_host_cpu(lines: list[str]) -> HostCpu | None:
@@ -440,6 +453,17 @@ def _max_or_int(text: str | None) -> int | None:
 
 def _text_or_none(text: str | None) -> str | None:
     return None if text is None or not text.strip() else text.strip()
+
+
+# cgroup v1 writes "no limit" as the largest page-aligned counter (9223372036854771712 with 4 KiB pages);
+# no machine has 4 EiB, so any value from here up is no limit.
+V1_NO_LIMIT = 2**62
+
+
+def _v1_limit(text: str | None) -> int | None:
+    """A v1 limit file: no limit -> -1 (as v2's 'max'), a number -> int, missing -> None."""
+    value = _int_or_none(text)
+    return -1 if value is not None and value >= V1_NO_LIMIT else value
 
 
 def _int_or_none(text: str | None) -> int | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from decimal import Decimal
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Mapping
 
@@ -68,8 +69,12 @@ class ConfigError(ValueError):
 
 
 def _number_text(value: float) -> str:
-    """Shortest text for a number: 0.25 -> '0.25', 2.0 -> '2'."""
-    return f"{value:g}"
+    """Shortest decimal text that reads back as the same number: 0.25 -> '0.25', 2.0 -> '2', 1/3 ->
+    '0.3333333333333333'; never an exponent (the workflow's id pattern is digits and a point).
+
+    `:g` kept 6 digits: 0.1234564 and 0.1234565 shared an id, a run file and a matrix slot."""
+    text = format(Decimal(repr(float(value))), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 @functools.total_ordering
@@ -289,8 +294,14 @@ class LoadSettings:
     ready_timeout_s: float = 120
     # How sidecars measure their busy time: "wall" (the article) or "cpu".
     sidecar_burn: str = "wall"
+    # Warm-up until steady (load.warmup, warmup.py): None or mode fixed keeps warmup_s.
+    warmup: Any = None
 
     def __post_init__(self) -> None:
+        # Warm-up until steady: the mapping from config.yaml as a WarmupSettings.
+        from .warmup import as_warmup
+
+        object.__setattr__(self, "warmup", as_warmup(self.warmup))
         if not self.duration_s > 0:
             raise ConfigError(f"load.duration_s: {self.duration_s!r} is not > 0")
         if not (isinstance(self.concurrency, int) and self.concurrency >= 1):
@@ -303,14 +314,25 @@ class LoadSettings:
             raise ConfigError(f"load.sidecar_burn: {self.sidecar_burn!r} is not one of {', '.join(BURNS)}")
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        settings = asdict(self)
+        if not self.warmup.until_steady:
+            del settings["warmup"]  # warmup_s says it all (warm-up until steady)
+        return settings
 
     def measured(self) -> dict[str, Any]:
         """The settings that can change a measurement: a run's rerun trigger.
 
-        ready_timeout_s is left out: waiting longer for the app changes no result.
+        ready_timeout_s is left out: waiting longer for the app changes no result. So is
+        warmup while its mode is fixed (warmup_s says it all), so that runs measured before
+        warm-up until steady existed keep their trigger.
         """
-        return {key: value for key, value in asdict(self).items() if key != "ready_timeout_s"}
+        return {key: value for key, value in self.as_dict().items() if key != "ready_timeout_s"}
+
+    def warmup_limit_s(self) -> float:
+        """The longest the warm-up can take: warmup_s, or max_s plus a burst's start-up when until steady."""
+        if self.warmup.until_steady:
+            return self.warmup.max_s * 1.5 + 10
+        return self.warmup_s
 
 
 AXES = ("app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct")

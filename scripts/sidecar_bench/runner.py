@@ -6,8 +6,7 @@ Sequence (every step through the Docker SDK, so a remote engine works the same):
    without swap, the entrypoint's environment, project/condition/run labels.
    Its network is "none": a network namespace with loopback only, so load
    cannot leave loopback even by mistake, and no port is published.
-2. Start the load generator (`sleep <deadline>`: a killed workflow cannot leave
-   it running for ever) in the task's network namespace
+2. Start the load generator (`sleep <deadline>`) in the task's network namespace
    (network_mode="container:<task>"). Readiness checks, /stats reads and hey
    are execs in it: they run in the load generator's cgroup, not the task's.
 3. Wait until GET /work answers 200 (a polling loop inside one exec, which then
@@ -28,7 +27,9 @@ Sequence (every step through the Docker SDK, so a remote engine works the same):
    window closes when the load stops, not when hey exits, and the CSV is fetched
    from a file afterwards.
 6. Check the limits read back, the samples, count failures, write the run file atomically.
-Every container started is removed in `finally`, also on SIGINT/SIGTERM.
+Every container started is removed in `finally`, also on SIGINT/SIGTERM. Neither outlives the
+runner: each runs under WATCH_SCRIPT with its stdin attached to the runner, and stops within a
+second of the runner's end, even by kill -9, on a local or a remote engine.
 
 A process of the task that dies (the app or a sidecar: crash, kill, OOM kill) fails the run with
 AppStopped, never a run file: before the window (the app never answers) and inside it (the task
@@ -70,7 +71,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from . import cgroup, environment, hey, knobs, record, taskcgroup
+from . import cgroup, environment, hey, knobs, record, taskcgroup, warmup
 from .conditions import Condition, LoadSettings
 
 log = logging.getLogger("sidecar_bench.runner")
@@ -99,8 +100,46 @@ DYING_WAIT_S = 2.0
 HEY_GRACE_S = 60
 # The load generator's sleep outlives every step of a run by this much, then it exits.
 LOADGEN_GRACE_S = 60
-# The task outlives the load generator by this much (its last snapshots), then `timeout` kills it.
+# The task outlives the load generator by this much (its last snapshots), then it is killed.
 TASK_GRACE_S = 30
+# PID 1 of the task and of the load generator, around the image's own entrypoint ("$@"): it ends the
+# container when that command ends (with its status), when stdin ends, or at the deadline $1 (status 137),
+# whichever comes first. The runner attaches to the container's stdin before starting it (StdinOnce) and
+# holds the connection for the run; when the runner ends, even by kill -9, the connection closes, the
+# engine closes stdin, PID 1 exits and the kernel kills every other process of the container's PID
+# namespace: the app, its sidecars, hey. The image is not changed (its digest decides reruns); signals
+# (docker stop, docker kill -s INT) are passed on to the command; the watcher waits in read(2) and wait(2)
+# and costs the task's cgroup no CPU.
+WATCH_SCRIPT = r"""
+deadline=$1; shift
+exec 3<&0 </dev/null
+"$@" 3<&- &
+main=$!
+(
+  end=$((SECONDS + deadline))
+  while left=$((end - SECONDS)); [ "$left" -gt 0 ] && read -r -t "$left" _; do :; done
+) <&3 3<&- &
+reader=$!
+exec 3<&-
+trap 'kill -TERM "$main" 2>/dev/null' TERM
+trap 'kill -INT "$main" 2>/dev/null' INT
+trap 'kill -HUP "$main" 2>/dev/null' HUP
+while :; do
+  unset ended
+  wait -n -p ended "$main" "$reader"
+  status=$?
+  [ -n "${ended-}" ] && break  # else a trapped signal interrupted the wait
+done
+[ "$ended" = "$main" ] && exit "$status"
+exit 137
+"""
+WATCH_NAME = "sidecar-bench-watch"
+
+
+def watched(deadline_s: int, command: list[str]) -> list[str]:
+    """An entrypoint that runs command under WATCH_SCRIPT: it ends at the deadline or with the runner."""
+    return ["bash", "-c", WATCH_SCRIPT, WATCH_NAME, str(deadline_s), *command]
+
 # hey writes its CSV here, inside the load generator (its own file system: one run only).
 LOADGEN_CSV = "/tmp/hey.csv"
 # The sidecar program in the task images (task-image/sidecar): the task topology runs it as a container's command.
@@ -392,8 +431,10 @@ def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods:
     """Fail unless the task's cgroup holds the condition's limits and its own CPU accounting.
 
     The limits are read back from the cgroup, not taken from what was asked of
-    Docker; nr_periods must grow over a loaded window: on a cgroup v2 host
-    without a delegated cpu controller the counters would not be the task's.
+    Docker: the vCPU, the memory limit, and no swap (a swap limit of 0; swap not
+    accounted is refused too, since nothing then stops the task from swapping);
+    nr_periods must grow over a loaded window: on a cgroup v2 host without a
+    delegated cpu controller the counters would not be the task's.
     The knobs (period, burst, no quota and its shares, cpuset) are checked the same way.
     """
     if condition.knobs:
@@ -417,11 +458,26 @@ def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods:
 
 
 def check_memory(condition: Condition, limits: cgroup.Limits | None) -> None:
+    """Fail unless the task's cgroup holds the condition's memory limit and no swap."""
     expected_memory = condition.memory_mb * 2**20
-    if limits is None or limits.memory_limit_bytes != expected_memory:
-        found = "no memory limit file" if limits is None else f"{limits.memory_limit_bytes} bytes"
+    memory = None if limits is None else limits.memory_limit_bytes
+    if memory != expected_memory:
+        found = {None: "no memory limit file", -1: "no memory limit"}.get(memory, f"{memory} bytes")
         raise RunError(f"{condition.id}: expected a memory limit of {condition.memory_mb} MiB ({expected_memory} "
                        f"bytes), the task's cgroup has {found}")
+    swap = limits.swap_limit_bytes
+    if swap != 0:
+        if swap is None:
+            found = ("does not account swap (no memory.memsw.limit_in_bytes or memory.swap.max): the kernel "
+                     "cannot hold the task to no swap; enable swap accounting on the host (cgroup v1: boot with "
+                     "swapaccount=1) and rerun")
+        elif swap < 0:
+            found = ("allows unlimited swap (the engine stores this too when the kernel cannot limit swap: "
+                     "`docker info` then warns \"No swap limit support\")")
+        else:
+            found = f"allows {swap} bytes ({swap / 2**20:g} MiB) of swap"
+        raise RunError(f"{condition.id}: expected no swap (memory + swap limited to the memory limit, "
+                       f"{expected_memory} bytes), the task's cgroup {found}")
 
 
 def check_knob_limits(condition: Condition, limits: cgroup.Limits | None) -> None:
@@ -476,6 +532,8 @@ class Measurement:
         self.run_id = run_id
         self.task: Any = None
         self.loadgen: Any = None
+        # The attached stdin of each container (WATCH_SCRIPT): held open until remove().
+        self.stdins: list[Any] = []
         # The before-window reads of the load generator (probe, Tcp counters, served), taken by wait_ready.
         self.before: tuple[str, dict[str, int], int] | None = None
         # Set once the measured window's steps begin: a death from then on is a death inside the window.
@@ -484,7 +542,7 @@ class Measurement:
     def loadgen_deadline_s(self) -> int:
         """How long the load generator lives at most: readiness, warm-up and window, each with its grace."""
         load = self.load
-        return math.ceil(load.ready_timeout_s + load.warmup_s + load.duration_s + 2 * HEY_GRACE_S
+        return math.ceil(load.ready_timeout_s + load.warmup_limit_s() + load.duration_s + 2 * HEY_GRACE_S
                          + LOADGEN_GRACE_S)
 
     def task_deadline_s(self) -> int:
@@ -492,21 +550,32 @@ class Measurement:
         return self.loadgen_deadline_s() + TASK_GRACE_S
 
     def task_entrypoint(self) -> list[str]:
-        """The image's own entrypoint under `timeout`: a workflow killed with -9 cannot leave the app and
-        its sidecars burning CPU for longer than the run could have taken (the image is not changed)."""
+        """The image's own entrypoint under WATCH_SCRIPT: the app and its sidecars stop with the runner, and
+        at the latest when the run could no longer be going on (the image is not changed)."""
         config = self.task_image.attrs.get("Config") or {}
         entrypoint = list(config.get("Entrypoint") or []) + list(config.get("Cmd") or [])
         if not entrypoint:
             raise RunError(f"{self.task_image.id[:19]}: the task image has no entrypoint")
-        return ["timeout", "-s", "KILL", str(self.task_deadline_s()), *entrypoint]
+        return watched(self.task_deadline_s(), entrypoint)
+
+    def loadgen_entrypoint(self) -> list[str]:
+        """The load generator does nothing but host execs: it sleeps, and stops like the task."""
+        return watched(self.loadgen_deadline_s(), ["sleep", str(self.loadgen_deadline_s())])
+
+    def _start_attached(self, image: Any, **kwargs: Any) -> Any:
+        """Create a container with stdin open for one client (StdinOnce), attach its stdin, then start it."""
+        container = self.client.containers.create(image, detach=False, stdin_open=True, **kwargs)
+        # Only stdin: an attached stdout nobody reads could hold up the container's writes.
+        self.stdins.append(self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1}))
+        container.start()
+        return container
 
     def start(self) -> None:
         condition = self.condition
         memory = f"{condition.memory_mb}m"
-        self.task = self.client.containers.run(
+        self.task = self._start_attached(
             self.task_image.id,
             entrypoint=self.task_entrypoint(),  # an entrypoint given clears the image's Cmd, now part of it
-            detach=True,
             name=container_name(condition, self.run_id, "task"),
             environment=task_environment(condition, self.load.sidecar_burn),
             labels=labels(condition, self.run_id, "task"),
@@ -520,11 +589,9 @@ class Measurement:
         if condition.cpu_burst_pct is not None:
             self.set_burst()
         try:
-            self.loadgen = self.client.containers.run(
+            self.loadgen = self._start_attached(
                 self.loadgen_image.id,
-                entrypoint=["sleep"],
-                command=[str(self.loadgen_deadline_s())],
-                detach=True,
+                entrypoint=self.loadgen_entrypoint(),
                 name=container_name(condition, self.run_id, "loadgen"),
                 labels=labels(condition, self.run_id, "loadgen"),
                 network_mode=f"container:{self.task.id}",
@@ -732,6 +799,13 @@ class Measurement:
         # Both at once: each force removal is a kill, a wait and a delete on the engine.
         with ThreadPoolExecutor(max_workers=max(1, len(found))) as pool:
             list(pool.map(_remove, found.values()))
+        # After the removal: a closed stdin would end the containers too, but with status 137.
+        for sock in self.stdins:
+            try:
+                sock.close()
+            except Exception as err:  # noqa: BLE001 - the engine may be gone; the containers are removed
+                log.debug("closing an attached stdin failed: %s", err)
+        self.stdins.clear()
 
 
 def _timed(function: Any, *args: Any) -> tuple[Any, float]:
@@ -831,18 +905,23 @@ def run_condition(
         raise RunError(f"{condition.id}: needs the {condition.variant!r} task image, got {variant!r} ({task_image.id})")
     run_id = uuid.uuid4().hex
     run_started = utc_now()
+    warmed = None  # the until_steady warm-up's record, if that mode ran
     kind = TaskMeasurement if condition.topology == "task" else Measurement
     measurement = kind(client, condition, load, task_image, loadgen_image, run_id)
     saved_timeout = client.api.timeout
     # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
-    client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s) + HEY_GRACE_S + 60)
+    client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s, warmup.BURST_S) + HEY_GRACE_S + 60)
     try:
         with signals_raise():
             try:
                 measurement.start()
                 ready_s = measurement.wait_ready()
                 log.info("%s: app ready after %.1f s", condition.id, ready_s)
-                if load.warmup_s > 0:
+                if load.warmup.until_steady:
+                    # Warm-up until steady (warmup.py): bursts until the rate stops rising.
+                    warmed = warm_until_steady(measurement)
+                    measurement.before_window()
+                elif load.warmup_s > 0:
                     log.info("warm-up: %g s of the same load, not recorded", load.warmup_s)
                     measurement.hey(load.warmup_s, "/dev/null")
                     measurement.before_window()
@@ -875,6 +954,7 @@ def run_condition(
         "repeat": repeat,
         "condition": condition.as_dict(),
         "load": {**load.as_dict(), "url": WORK_URL},
+        **({"warmup": warmed} if warmed is not None else {}),
         **parts,
         "environment": environment.describe(
             info, engine_address(client), task_image.attrs, loadgen_image.attrs, probe,
@@ -1024,6 +1104,35 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         "probe": probe,
     }
     return samples, parts
+
+
+# Warm-up until steady (load.warmup mode until_steady; warmup.py has the rule).
+WARMUP_CSV = "/tmp/warmup.csv"
+
+
+def warm_until_steady(m: Measurement) -> dict[str, Any]:
+    """1 s hey bursts until the rate stops rising or max_s; returns the run file's `warmup` record."""
+    settings = m.load.warmup
+    bursts: list[dict[str, float]] = []
+    started = time.monotonic()
+    while True:
+        command = hey.command(WORK_URL, warmup.BURST_S, m.load.concurrency)
+        limit = f"{warmup.BURST_S + HEY_GRACE_S:g}"
+        result = m.loadgen_exec(["sh", "-c", warmup.BURST_SCRIPT, "warmup", WARMUP_CSV,
+                                 "timeout", "-s", "KILL", limit, *command])
+        if result.exit_code != 0:
+            raise RunError(f"{m.condition.id}: a warm-up burst failed (hey exit {result.exit_code}): "
+                           f"{result.stderr.strip()[:300]}")
+        responses, span = warmup.parse_burst(result.stdout)
+        elapsed = time.monotonic() - started
+        bursts.append({"at_s": round(elapsed, 3), "responses": responses, "span_s": span,
+                       "rps": round(responses / span, 2) if span > 0 else 0.0})
+        stop, why = warmup.steady_check(bursts, sum(b["span_s"] for b in bursts), settings)
+        if stop:
+            break
+    log.info("warm-up until steady: %.1f s, %d bursts; %s", elapsed, len(bursts), why)
+    return {**settings.as_dict(), "seconds": round(elapsed, 3), "load_s": round(sum(b["span_s"] for b in bursts), 3),
+            "steady": why.startswith("steady"), "reason": why, "bursts": bursts}
 
 
 class TaskMeasurement(Measurement):

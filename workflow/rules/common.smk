@@ -7,6 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
+from sidecar_bench.codedeps import project_code
 from sidecar_bench.conditions import ConfigError
 from sidecar_bench.experiment import check_config, load_experiment
 from sidecar_bench.image import inputs_digest
@@ -78,21 +79,42 @@ def get_image_digest(wildcards):
 
 
 def get_run_files(wildcards):
-    """Repetitions 1..repeats of every condition: extra files of a lowered repeats stay on disk, unread."""
+    """Repetitions 1..repeats of every condition: extra files of a lowered repeats stay on disk, unread.
+    With adaptive repetitions on, also those the decisions add (workflow/rules/adaptive.smk).
+    """
+    if ADAPTIVE_ON:
+        return adaptive_run_files(wildcards.preset)
     return RUN_FILES
 
 
-# Above every repetition's priority (0 .. REPEATS - 1).
-BUILD_PRIORITY = REPEATS
+# The most repetitions a condition can get: repeats, or adaptive.max_repeats when that is on.
+MAX_REPEATS = EXPERIMENT.adaptive.cap(REPEATS)
+# Above every repetition's priority (0 .. MAX_REPEATS - 1).
+BUILD_PRIORITY = MAX_REPEATS
 
 
 def get_repeat_priority(wildcards):
     """Every condition's first repetition before any second one: slow drift of the host then
-    spreads over all conditions instead of posing as a difference between them."""
-    return max(REPEATS - int(wildcards.repeat), 0)
+    spreads over all conditions instead of posing as a difference between them. Adaptive
+    repetitions (beyond repeats) rank below every planned one."""
+    return max(MAX_REPEATS - int(wildcards.repeat), 0)
+
+
+def get_analysis_code(script):
+    """The analysis script scripts/<script>.py and every project module it imports: inputs of its rule, so that
+    an edit of either remakes the rule's outputs. Run rules never list them (see profiles/default).
+    """
+    scripts = Path(workflow.basedir) / "scripts"
+    return [
+        os.path.relpath(path)
+        for path in project_code(scripts / f"{script}.py", scripts)
+    ]
 
 
 def get_final_outputs():
+    """The analysis outputs, and every run file they read as a target of its own: Snakemake remakes a missing
+    input only of a job that has to run anyway, so a deleted run file of an up-to-date summary would stay
+    missing unless a target names it."""
     return [
         f"results/{PRESET}/summary.parquet",
         f"results/{PRESET}/tables",
@@ -100,4 +122,4 @@ def get_final_outputs():
         f"results/{PRESET}/calibration/calibration.csv",
         f"results/{PRESET}/model/tables",
         f"results/{PRESET}/model/charts",
-    ]
+    ] + sorted(set(RUN_FILES) | set(CALIBRATION_RUN_FILES))

@@ -42,6 +42,7 @@ rule run_calibration:
 rule calibrate:
     input:
         runs=CALIBRATION_RUN_FILES,
+        code=get_analysis_code("calibrate"),
     output:
         summary="results/{preset}/calibration/summary.parquet",
         summary_csv="results/{preset}/calibration/summary.csv",
@@ -70,6 +71,7 @@ rule model_report:
         calibration=rules.calibrate.output.csv,
         calibration_runs=rules.calibrate.output.runs_csv,
         reference="workflow/reference/article-results.csv",
+        code=get_analysis_code("model_report"),
     output:
         tables=report(
             directory("results/{preset}/model/tables"),
@@ -104,6 +106,7 @@ if BURN_PEERS:
             summaries=[rules.aggregate_runs.output.parquet.format(preset=PRESET)]
             + [f"results/{peer}/summary.parquet" for peer in BURN_PEERS],
             reference="workflow/reference/article-results.csv",
+            code=get_analysis_code("burn_comparison"),
         output:
             burn=report(
                 directory("results/{preset}/model/burn"),
@@ -124,9 +127,11 @@ if BURN_PEERS:
 
 
 # `snakemake calibration` / `snakemake model`: the targets of this file for the chosen preset.
+# Each names the run files it reads too (see get_final_outputs): a deleted one is measured again.
 rule calibration:
     input:
         f"results/{PRESET}/calibration/calibration.csv",
+        CALIBRATION_RUN_FILES,
 
 
 rule model:
@@ -134,6 +139,7 @@ rule model:
         f"results/{PRESET}/model/tables",
         f"results/{PRESET}/model/charts",
         BURN_OUTPUTS,
+        sorted(set(RUN_FILES) | set(CALIBRATION_RUN_FILES)),
 
 
 localrules:

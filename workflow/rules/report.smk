@@ -4,6 +4,7 @@
 rule aggregate_runs:
     input:
         runs=get_run_files,
+        code=get_analysis_code("aggregate_runs"),
     output:
         parquet="results/{preset}/summary.parquet",
         csv=report(
@@ -27,6 +28,7 @@ rule make_tables:
     input:
         summary=rules.aggregate_runs.output.parquet,
         reference="workflow/reference/article-results.csv",
+        code=get_analysis_code("make_tables"),
     output:
         tables=report(
             directory("results/{preset}/tables"),
@@ -45,6 +47,7 @@ rule plot_charts:
         summary=rules.aggregate_runs.output.parquet,
         reference="workflow/reference/article-results.csv",
         runs=get_run_files,
+        code=get_analysis_code("plot_charts"),
     output:
         charts=report(
             directory("results/{preset}/charts"),
