@@ -1164,8 +1164,8 @@ class TaskMeasurement(Measurement):
     def start(self) -> None:
         condition, run_id = self.condition, self.run_id
         # The reader first: it carries the task cgroup's name, so the sweep finds the cgroup whatever happens next.
-        self.reader = self.client.containers.run(
-            self.loadgen_image.id, entrypoint=["sleep"], command=[str(self.task_deadline_s())], detach=True,
+        self.reader = self._start_attached(
+            self.loadgen_image.id, entrypoint=watched(self.task_deadline_s(), ["sleep", str(self.task_deadline_s())]),
             name=container_name(condition, run_id, "reader"),
             labels={**labels(condition, run_id, "reader"), taskcgroup.CGROUP_LABEL: self.cgroup_name},
             **taskcgroup.mount_options(read_only=True))
@@ -1179,23 +1179,23 @@ class TaskMeasurement(Measurement):
         log.info("made task cgroup %s: %s", self.cgroup_name, found)
         parent = {"cgroup_parent": "/" + self.cgroup_name}
         app_env = {**task_environment(condition, self.load.sidecar_burn), "SIDECAR_COUNT": "0"}
-        self.task = self.client.containers.run(
-            self.task_image.id, entrypoint=self.task_entrypoint(), detach=True,
+        self.task = self._start_attached(
+            self.task_image.id, entrypoint=self.task_entrypoint(),
             name=container_name(condition, run_id, "task"), environment=app_env,
             labels=labels(condition, run_id, "task"), cpu_shares=condition.role_shares("app"),
             network_mode="none", **parent, **hardening(TASK_TMPFS))
         log.info("started app container %s under %s", self.task.name, self.cgroup_name)
         for role in condition.roles:
-            command = ["timeout", "-s", "KILL", str(self.task_deadline_s()), "python3", SIDECAR_SCRIPT, "--role",
-                       role, "--load", f"{condition.sidecar_load_pct:g}", "--burn", self.load.sidecar_burn]
-            self.sidecars[role] = self.client.containers.run(
-                self.task_image.id, entrypoint=command[:1], command=command[1:], detach=True,
+            command = ["python3", SIDECAR_SCRIPT, "--role", role, "--load", f"{condition.sidecar_load_pct:g}",
+                       "--burn", self.load.sidecar_burn]
+            self.sidecars[role] = self._start_attached(
+                self.task_image.id, entrypoint=watched(self.task_deadline_s(), command),
                 name=container_name(condition, run_id, role), labels=labels(condition, run_id, role),
                 cpu_shares=condition.role_shares(role), network_mode=f"container:{self.task.id}", **parent,
                 **hardening(TASK_TMPFS))
         try:
-            self.loadgen = self.client.containers.run(
-                self.loadgen_image.id, entrypoint=["sleep"], command=[str(self.loadgen_deadline_s())], detach=True,
+            self.loadgen = self._start_attached(
+                self.loadgen_image.id, entrypoint=self.loadgen_entrypoint(),
                 name=container_name(condition, run_id, "loadgen"), labels=labels(condition, run_id, "loadgen"),
                 network_mode=f"container:{self.task.id}", **hardening(LOADGEN_TMPFS))
         except docker.errors.APIError as err:
@@ -1284,11 +1284,14 @@ class TaskMeasurement(Measurement):
         others = [c for c in found.values() if c not in readers]
         with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
             list(pool.map(_remove, others))
-        if not self.cgroup_made:
+        if not self.cgroup_made or taskcgroup.remove_cgroups(self.client, self.loadgen_image.id, [self.cgroup_name]):
             for reader in readers:
                 _remove(reader)
-            return
-        if taskcgroup.remove_cgroups(self.client, self.loadgen_image.id, [self.cgroup_name]):
-            for reader in readers:
-                _remove(reader)
+        # After the removal (a closed stdin ends a container too; a reader kept for the sweep just stops).
+        for sock in self.stdins:
+            try:
+                sock.close()
+            except Exception as err:  # noqa: BLE001 - the engine may be gone; the containers are removed
+                log.debug("closing an attached stdin failed: %s", err)
+        self.stdins.clear()
 
