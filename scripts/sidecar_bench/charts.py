@@ -564,6 +564,9 @@ CHART_NAMES = ("latency_rps_vs_load", "rps_retained", "rps_by_memory", "tail_sha
 
 def build_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]) -> dict[str, alt.TopLevelMixin]:
     summary = measured_only(summary)  # a condition whose repetitions all failed has no point to draw
+    # The article's charts hold its settings only; the knobs against throttling have their own table.
+    if "knobs" in summary.columns:
+        summary = summary[summary["knobs"].fillna("").astype(str) == ""]
     return {
         "latency_rps_vs_load": latency_rps_chart(summary, ref),
         "rps_retained": retained_chart(summary, ref),

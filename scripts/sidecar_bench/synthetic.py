@@ -86,6 +86,7 @@ def make_meta(
         },
         "limits": {"cpu_quota_us": quota_us, "cpu_period_us": PERIOD_US, "vcpu": quota_us / PERIOD_US,
                    "memory_limit_bytes": condition.memory_mb * 2**20, "swap_limit_bytes": 0},
+        "knobs": condition.knobs,
         # A 2-CPU host busy with the task's quota plus the load generator's share.
         "host": {"cpus": 2, "busy_s": wall_s * min(2.0, condition.vcpu * 0.97 + 0.3), "total_s": wall_s * 2},
         "loadgen": {"cpu_s": wall_s * 0.3},

@@ -54,7 +54,8 @@ os.environ.update(
 
 wildcard_constraints:
     preset=re.escape(PRESET),
-    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_px-[a-z-]+)?",
+    # Optional parts after the load name the knobs, the topology and a real proxy (e.g. _p20, _px-haproxy).
+    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_[a-z]+[0-9a-z.-]*)*",
     variant="go|go-sidecar|go-proxy|next|next-sidecar|next-proxy|loadgen",
     repeat="[1-9][0-9]*",
 
