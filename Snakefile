@@ -14,11 +14,14 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/image.smk"
 include: "workflow/rules/run.smk"
+include: "workflow/rules/adaptive.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/model.smk"
+include: "workflow/rules/proxy.smk"
 
 
 rule all:
     default_target: True
     input:
         get_final_outputs(),
+        PROXY_OUTPUTS,

@@ -45,21 +45,22 @@ def test_changing_the_sidecar_changes_only_sidecar_variants(task_dir):
     before = _digests(task_dir)
     with open(task_dir / "sidecar" / "sidecar.py", "a") as f:
         f.write("# a change\n")
-    assert _changed(before, _digests(task_dir)) == ["go-sidecar", "next-sidecar"]
+    # The proxy variants hold the busy-loop sidecar too, for the roles after the proxy.
+    assert _changed(before, _digests(task_dir)) == ["go-proxy", "go-sidecar", "next-proxy", "next-sidecar"]
 
 
 def test_changing_app_go_changes_only_go_variants(task_dir):
     before = _digests(task_dir)
     with open(task_dir / "app-go" / "main.go", "a") as f:
         f.write("// a change\n")
-    assert _changed(before, _digests(task_dir)) == ["go", "go-sidecar"]
+    assert _changed(before, _digests(task_dir)) == ["go", "go-proxy", "go-sidecar"]
 
 
 def test_changing_app_next_source_changes_only_next_variants(task_dir):
     before = _digests(task_dir)
     with open(task_dir / "app-next" / "lib" / "work.js", "a") as f:
         f.write("// a change\n")
-    assert _changed(before, _digests(task_dir)) == ["next", "next-sidecar"]
+    assert _changed(before, _digests(task_dir)) == ["next", "next-proxy", "next-sidecar"]
 
 
 def test_changing_the_open_loop_generator_changes_only_its_image(task_dir):

@@ -50,9 +50,10 @@ NO_CAPABILITIES = "0000000000000000"
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("variant, app", [("go-sidecar", "go"), ("next-sidecar", "next")])
-def test_task_and_load_generator_run_confined_and_still_answer(client, engine, variant, app):
-    condition = Condition(app, 0.5, 2031, 3, 5)
+@pytest.mark.parametrize("variant, app, proxy", [("go-sidecar", "go", "busy-loop"), ("next-sidecar", "next", "busy-loop"),
+                                                 ("go-proxy", "go", "haproxy")])
+def test_task_and_load_generator_run_confined_and_still_answer(client, engine, variant, app, proxy):
+    condition = Condition(app, 0.5, 2031, 3, 5, proxy)
     measurement = runner.Measurement(client, condition, LoadSettings(duration_s=1, ready_timeout_s=60),
                                      image_for(client, variant), image_for(client, "loadgen"), uuid.uuid4().hex)
     try:
@@ -61,9 +62,12 @@ def test_task_and_load_generator_run_confined_and_still_answer(client, engine, v
         measurement.wait_ready()
         task = client.containers.get(measurement.task.id)
         loadgen = client.containers.get(measurement.loadgen.id)
-        # The writable places the README's "Security" table documents, as the engine applied them.
+        # The writable places the README's "Security" table documents, as the engine applied them; with
+        # HAProxy's access log on, its directory too (docs/proxy.md).
         documented = ({"/run": "rw,nosuid,nodev,noexec,size=1m", "/tmp": "rw,nosuid,nodev,noexec,size=16m"},
                       {"/tmp": "rw,nosuid,nodev,noexec,size=256m"})
+        if proxy == "haproxy":
+            documented[0]["/var/log/proxy"] = "rw,nosuid,nodev,noexec,size=128m"
         for container, network, tmpfs in ((task, "none", documented[0]),
                                           (loadgen, f"container:{task.id}", documented[1])):
             host_config = container.attrs["HostConfig"]

@@ -69,7 +69,7 @@ def test_bad_config_fails_before_any_container_starts(project):
 def test_unknown_preset_names_the_value(project):
     done = snakemake(project, "--dry-run", "--config", "preset=huge")
     assert done.returncode != 0
-    assert "preset: 'huge' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, quick, study-10s, study-10s-warm, study-30s)" in done.stdout + done.stderr
+    assert "preset: 'huge' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, proxy, quick, study-10s, study-10s-warm, study-30s)" in done.stdout + done.stderr
 
 
 def test_slurm_profile_plans_the_same_jobs(project):

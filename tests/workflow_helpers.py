@@ -75,7 +75,7 @@ def dry_run(workdir: Path, *args: str) -> Plan:
                 jobs[match.group(1)] = int(match.group(2))
             elif line.strip().startswith("total"):
                 in_table = False
-    conditions = set(re.findall(r"condition=([\w.]+)", output))
+    conditions = set(re.findall(r"condition=([\w.-]+)", output))
     variants = set(re.findall(r"variant=([\w-]+)", output))
     repeats = {int(rep) for rep in re.findall(r"repeat=(\d+)", output)}
     return Plan(done.returncode, output, jobs, conditions, variants, repeats)

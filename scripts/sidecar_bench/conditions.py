@@ -25,6 +25,11 @@ MIN_VCPU = 0.01
 # OOM-killed at 64 MiB and ran at 96 (45 requests/s). Each minimum is the lowest working limit
 # with all three sidecars, rounded up with room for the Python sidecars' growth.
 MIN_MEMORY_MB = {"go": 32, "next": 128}
+# What plays the proxy role (the first sidecar): the article's busy-loop sidecar, or a real reverse
+# proxy in the request path (HAProxy from Debian; docs/proxy.md): "haproxy" writes an access log
+# line per request to a file, as a sidecar's log router would read it, "haproxy-nolog" logs nothing.
+PROXIES = ("busy-loop", "haproxy", "haproxy-nolog")
+DEFAULT_PROXY = PROXIES[0]
 
 
 class ConfigError(ValueError):
@@ -49,6 +54,7 @@ class Condition:
     memory_mb: int
     sidecar_count: int
     sidecar_load_pct: float
+    proxy: str = DEFAULT_PROXY
 
     def __post_init__(self) -> None:
         if self.app not in APPS:
@@ -62,6 +68,11 @@ class Condition:
             raise ConfigError(f"sidecar_count: {self.sidecar_count!r} is not a whole number from 0 to {MAX_SIDECARS}")
         if not 0 <= self.sidecar_load_pct <= 100:
             raise ConfigError(f"sidecar_load_pct: {self.sidecar_load_pct!r} is not within 0..100")
+        if self.proxy not in PROXIES:
+            raise ConfigError(f"proxy: {self.proxy!r} is not one of {', '.join(PROXIES)}")
+        if self.proxy != DEFAULT_PROXY and self.sidecar_count < 1:
+            raise ConfigError(f"proxy: {self.proxy!r} needs sidecar_count >= 1 (the proxy is the first sidecar), "
+                              f"got {self.sidecar_count}")
         # Plain floats, so that 1 and 1.0 make one condition, one id and one repr.
         object.__setattr__(self, "vcpu", float(self.vcpu))
         object.__setattr__(self, "sidecar_load_pct", float(self.sidecar_load_pct))
@@ -73,15 +84,27 @@ class Condition:
         return (
             f"{self.app}_cpu{_number_text(self.vcpu)}_mem{self.memory_mb}"
             f"_sc{self.sidecar_count}_load{load_text}"
-        )
+        ) + self.proxy_suffix
+
+    @property
+    def proxy_suffix(self) -> str:
+        """'' for the article's busy-loop proxy (so no existing id changes), else '_px-<proxy>'."""
+        return "" if self.proxy == DEFAULT_PROXY else f"_px-{self.proxy}"
+
+    @property
+    def real_proxy(self) -> bool:
+        return self.proxy != DEFAULT_PROXY
 
     @property
     def total_sidecar_load_pct(self) -> float:
-        return self.sidecar_count * self.sidecar_load_pct
+        # A real proxy burns no set load: only the busy-loop sidecars after it do.
+        return (self.sidecar_count - self.real_proxy) * self.sidecar_load_pct
 
     @property
     def variant(self) -> str:
         """The task image variant this condition runs on."""
+        if self.real_proxy:
+            return f"{self.app}-proxy"
         return f"{self.app}-sidecar" if self.sidecar_count else self.app
 
     @property
@@ -89,11 +112,15 @@ class Condition:
         return ROLES[: self.sidecar_count]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, **asdict(self), "total_sidecar_load_pct": self.total_sidecar_load_pct}
+        values = asdict(self)
+        if not self.real_proxy:
+            # Absent at the default: a condition's dict is its run's rerun trigger (params).
+            del values["proxy"]
+        return {"id": self.id, **values, "total_sidecar_load_pct": self.total_sidecar_load_pct}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Condition":
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data or f.name != "proxy"})
 
 
 @dataclass(frozen=True)
@@ -106,8 +133,14 @@ class LoadSettings:
     ready_timeout_s: float = 120
     # How sidecars measure their busy time: "wall" (the article) or "cpu".
     sidecar_burn: str = "wall"
+    # Warm-up until steady (load.warmup, warmup.py): None or mode fixed keeps warmup_s.
+    warmup: Any = None
 
     def __post_init__(self) -> None:
+        # Warm-up until steady: the mapping from config.yaml as a WarmupSettings.
+        from .warmup import as_warmup
+
+        object.__setattr__(self, "warmup", as_warmup(self.warmup))
         if not self.duration_s > 0:
             raise ConfigError(f"load.duration_s: {self.duration_s!r} is not > 0")
         if not (isinstance(self.concurrency, int) and self.concurrency >= 1):
@@ -120,17 +153,30 @@ class LoadSettings:
             raise ConfigError(f"load.sidecar_burn: {self.sidecar_burn!r} is not one of {', '.join(BURNS)}")
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        settings = asdict(self)
+        if not self.warmup.until_steady:
+            del settings["warmup"]  # warmup_s says it all (warm-up until steady)
+        return settings
 
     def measured(self) -> dict[str, Any]:
         """The settings that can change a measurement: a run's rerun trigger.
 
-        ready_timeout_s is left out: waiting longer for the app changes no result.
+        ready_timeout_s is left out: waiting longer for the app changes no result. So is
+        warmup while its mode is fixed (warmup_s says it all), so that runs measured before
+        warm-up until steady existed keep their trigger.
         """
-        return {key: value for key, value in asdict(self).items() if key != "ready_timeout_s"}
+        return {key: value for key, value in self.as_dict().items() if key != "ready_timeout_s"}
+
+    def warmup_limit_s(self) -> float:
+        """The longest the warm-up can take: warmup_s, or max_s plus a burst's start-up when until steady."""
+        if self.warmup.until_steady:
+            return self.warmup.max_s * 1.5 + 10
+        return self.warmup_s
 
 
 AXES = ("app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct")
+# Axes a set may leave out, with the value they then take.
+OPTIONAL_AXES = {"proxy": [DEFAULT_PROXY]}
 
 
 def check_startable(condition: Condition, where: str = "") -> None:
@@ -148,19 +194,27 @@ def check_startable(condition: Condition, where: str = "") -> None:
 def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
     """The product of one named set's axes.
 
-    With no sidecars the per-sidecar load means nothing, so it is set to 0:
-    `sc0` conditions of a grid collapse into one run instead of five copies.
+    With no sidecars the per-sidecar load and the proxy mean nothing, so they are set to 0 and the
+    busy-loop: `sc0` conditions of a grid collapse into one run instead of five copies. A real proxy
+    alone (one sidecar) has no busy-loop sidecar either: its load is set to 0 too.
     """
     missing = [axis for axis in AXES if axis not in axes]
     if missing:
         raise ConfigError(f"sets.{name}: missing axis {', '.join(missing)}")
-    unknown = sorted(set(axes) - set(AXES))
+    unknown = sorted(set(axes) - set(AXES) - set(OPTIONAL_AXES))
     if unknown:
         raise ConfigError(f"sets.{name}: unknown axis {', '.join(unknown)}")
+    axes = {**OPTIONAL_AXES, **axes}
+    names = AXES + tuple(OPTIONAL_AXES)
     conditions: dict[str, Condition] = {}
-    for values in itertools.product(*(axes[axis] for axis in AXES)):
-        params = dict(zip(AXES, values))
+    for values in itertools.product(*(axes[axis] for axis in names)):
+        params = dict(zip(names, values))
         if params["sidecar_count"] == 0:
+            # No sidecar, no proxy: one condition, the app alone.
+            params["sidecar_load_pct"] = 0
+            params["proxy"] = DEFAULT_PROXY
+        elif params["proxy"] != DEFAULT_PROXY and params["sidecar_count"] == 1:
+            # A real proxy alone: no busy-loop sidecar is left for the load to mean anything.
             params["sidecar_load_pct"] = 0
         try:
             condition = Condition(**params)

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import yaml
 
+from .adaptive import AdaptiveSettings, settings_from_config
 from .conditions import Condition, ConfigError, LoadSettings, expand_matrix
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
@@ -34,6 +35,8 @@ class Experiment:
     hosts: tuple[Host, ...]
     # Repetitions of every condition: the preset's, or the top-level override (--config repeats=3).
     repeats: int = 1
+    # Adaptive repetitions (adaptive.py): off unless adaptive.max_repeats is set.
+    adaptive: AdaptiveSettings = AdaptiveSettings()
 
 
 def _path(error: jsonschema.ValidationError) -> str:
@@ -86,7 +89,7 @@ def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: 
         known = ", ".join(sorted(config.get("presets") or {}))
         raise ConfigError(f"{source}: preset: empty; name one of the presets ({known})")
     # Numbers given on the command line (--config 'load={duration_s: 15}') arrive as text.
-    for section in ("load", "sets", "presets", "repeats"):
+    for section in ("load", "sets", "presets", "repeats", "adaptive"):
         if section in config:
             config[section] = _numbers_from_text(config[section])
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
@@ -123,7 +126,12 @@ def load_experiment(config: Mapping[str, Any], schema_path: Path = SCHEMA, sourc
         check_host(host, f"{source}: hosts[{index}]")
     hosts = tuple(Host(h["name"], h.get("url"), h.get("tls")) for h in config["hosts"])
     repeats = config["repeats"] if config.get("repeats") is not None else chosen.get("repeats", 1)
-    return Experiment(preset, tuple(conditions), load_settings, dict(config["image"]), hosts, repeats)
+    try:
+        adaptive = settings_from_config(config, preset)
+        adaptive.check(repeats)
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err}") from None
+    return Experiment(preset, tuple(conditions), load_settings, dict(config["image"]), hosts, repeats, adaptive)
 
 
 def _is_loopback(hostname: str | None) -> bool:

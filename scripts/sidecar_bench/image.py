@@ -45,12 +45,19 @@ TASK_IMAGE_DIR = REPO_ROOT / "task-image"
 DEFAULT_NEXT_BUILD_DIR = REPO_ROOT / "results" / "build" / "next"
 
 TASK_VARIANTS = ("go", "go-sidecar", "next", "next-sidecar")
+# Variants with a real proxy (HAProxy) beside the busy-loop sidecars: their own images, so that the
+# proxy's package and configuration are inputs of the conditions that use it and of no other.
+PROXY_VARIANTS = ("go-proxy", "next-proxy")
+PROXY_CONFIG = Path("proxy") / "haproxy.cfg"
+# Their entrypoint: entrypoint.sh with the proxy's blocks, a file of its own so that the other
+# variants' digests stay as they were.
+PROXY_ENTRYPOINT = Path("proxy") / "entrypoint.sh"
 LOADGEN = "loadgen"
 # The open-loop generator: an image of its own, so that it never changes the hey image
 # every closed-loop run depends on.
 LOADGEN_OPEN = "loadgen-open"
 LOADGEN_VARIANTS = (LOADGEN, LOADGEN_OPEN)
-VARIANTS = TASK_VARIANTS + LOADGEN_VARIANTS
+VARIANTS = TASK_VARIANTS + PROXY_VARIANTS + LOADGEN_VARIANTS
 
 TASK_REPOSITORY = "sidecar-bench/task"
 LOADGEN_REPOSITORY = "sidecar-bench/loadgen"
@@ -103,7 +110,11 @@ def _app_of(variant: str) -> str:
 
 
 def _has_sidecar(variant: str) -> bool:
-    return variant.endswith("-sidecar")
+    return variant.endswith(("-sidecar", "-proxy"))
+
+
+def _has_proxy(variant: str) -> bool:
+    return variant in PROXY_VARIANTS
 
 
 # --- inputs and digest -----------------------------------------------------------------
@@ -128,7 +139,9 @@ def variant_inputs(variant: str, root: Path | None = None) -> list[Path]:
     """Exactly the files whose content a variant's image depends on (sorted paths).
 
     Task variants: Dockerfile, entrypoint.sh, their app's sources (for next: the source
-    files, not node_modules/.next) and, for ``-sidecar`` variants only, sidecar/sidecar.py.
+    files, not node_modules/.next) and, for ``-sidecar`` and ``-proxy`` variants only,
+    sidecar/sidecar.py; ``-proxy`` variants have proxy/haproxy.cfg and proxy/entrypoint.sh in place
+    of entrypoint.sh.
     The load generators: every file of their directory (loadgen/: the Dockerfile;
     loadgen-open/: the Dockerfile and the generator's Go sources and tests).
     """
@@ -142,6 +155,9 @@ def variant_inputs(variant: str, root: Path | None = None) -> list[Path]:
         files = [root / "Dockerfile", root / "entrypoint.sh", *_app_sources(root, _app_of(variant))]
         if _has_sidecar(variant):
             files.append(root / "sidecar" / "sidecar.py")
+        if _has_proxy(variant):
+            files.remove(root / "entrypoint.sh")
+            files += [root / PROXY_CONFIG, root / PROXY_ENTRYPOINT]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise ImageError(f"image {variant}: input file(s) missing: {', '.join(missing)}")

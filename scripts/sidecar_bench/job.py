@@ -130,7 +130,8 @@ def progress_line(event: str, condition_id: str, host: str, load: LoadSettings,
     if total is None or done is None:
         return line
     remaining = max(total - done, 0)
-    per_run = load.warmup_s + load.duration_s + float(progress.get("overhead_s", DEFAULT_OVERHEAD_S))
+    warm = load.warmup.min_s if load.warmup.until_steady else load.warmup_s
+    per_run = warm + load.duration_s + float(progress.get("overhead_s", DEFAULT_OVERHEAD_S))
     return f"{line} [{done}/{total} done, ETA {_duration(remaining * per_run)}]"
 
 
@@ -168,7 +169,7 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     task_ref = refs["task"]
     if task_ref.get("variant") not in (None, cond.variant):
         raise RunError(f"{image_refs['task']}: variant {task_ref.get('variant')!r}, {cond.id} needs {cond.variant!r}")
-    timeout = settings.duration_s + settings.warmup_s + HEY_GRACE_S + 60
+    timeout = settings.duration_s + settings.warmup_limit_s() + HEY_GRACE_S + 60
     with signals_raise():
         started = time.monotonic()
         try:

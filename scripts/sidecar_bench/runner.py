@@ -70,7 +70,8 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from . import cgroup, environment, hey, record
+from . import cgroup, environment, hey, record, warmup
+from . import proxy as proxymod
 from .conditions import Condition, LoadSettings
 
 log = logging.getLogger("sidecar_bench.runner")
@@ -363,6 +364,7 @@ def task_environment(condition: Condition, sidecar_burn: str = "wall") -> dict[s
         "SIDECAR_COUNT": str(condition.sidecar_count),
         "SIDECAR_LOAD": f"{condition.sidecar_load_pct:g}",
         "SIDECAR_BURN": sidecar_burn,
+        **proxymod.environment(condition),
     }
 
 
@@ -488,7 +490,7 @@ class Measurement:
     def loadgen_deadline_s(self) -> int:
         """How long the load generator lives at most: readiness, warm-up and window, each with its grace."""
         load = self.load
-        return math.ceil(load.ready_timeout_s + load.warmup_s + load.duration_s + 2 * HEY_GRACE_S
+        return math.ceil(load.ready_timeout_s + load.warmup_limit_s() + load.duration_s + 2 * HEY_GRACE_S
                          + LOADGEN_GRACE_S)
 
     def task_deadline_s(self) -> int:
@@ -529,7 +531,7 @@ class Measurement:
             mem_limit=memory,
             memswap_limit=memory,  # equal to the memory limit: no swap
             network_mode="none",
-            **hardening(TASK_TMPFS),
+            **hardening(proxymod.task_tmpfs(condition, TASK_TMPFS)),
         )
         log.info("started task container %s (%s)", self.task.name, self.task.short_id)
         try:
@@ -618,7 +620,8 @@ class Measurement:
         polls = str(max(1, round(READY_EXEC_S / READY_POLL_S)))
         while True:
             try:
-                result = self.loadgen_exec(["sh", "-c", READY_SCRIPT, "ready", WORK_URL, polls, f"{READY_POLL_S:g}"])
+                result = self.loadgen_exec(["sh", "-c", READY_SCRIPT, "ready", self.work_url, polls,
+                                            f"{READY_POLL_S:g}"])
                 head, ready, rest = result.stdout.partition("@@ready\n")
                 if ready:
                     self.before = self._before_window(result, rest)
@@ -686,8 +689,28 @@ class Measurement:
     def hey(self, duration_s: float, csv_path: str) -> ExecResult:
         """hey with its CSV written to csv_path in the load generator; stdout holds its CPU counter lines."""
         limit = f"{duration_s + HEY_GRACE_S:g}"
-        return self.loadgen_exec(hey.command_to_file(WORK_URL, duration_s, self.load.concurrency, csv_path,
+        return self.loadgen_exec(hey.command_to_file(self.work_url, duration_s, self.load.concurrency, csv_path,
                                                      ("timeout", "-s", "KILL", limit)))
+
+    @property
+    def work_url(self) -> str:
+        """What hey loads: /work on the proxy's port when a real proxy is in the path, else on the app's."""
+        return f"{proxymod.base_url(self.condition)}/work"
+
+    def proxy_counts(self) -> tuple[int, int, int | None] | None:
+        """A real proxy's requests received and forwarded, and access log lines (outside the window); None
+        without one."""
+        if not self.condition.real_proxy:
+            return None
+        stats = self.loadgen_exec(["curl", "-sS", "--max-time", "10", proxymod.STATS_CSV_URL])
+        lines = self.task_exec(proxymod.COUNT_LOG_SCRIPT)
+        if stats.exit_code != 0 or lines.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading the proxy's counters failed: "
+                           f"{(stats.stderr + lines.stderr).strip()[:300]}")
+        try:
+            return (*proxymod.parse_requests(stats.stdout), proxymod.parse_log_lines(lines.stdout))
+        except proxymod.ProxyCountError as err:
+            raise RunError(f"{self.condition.id}: {err}") from err
 
     def remove(self) -> None:
         """Remove this run's containers, found by their run label too (covers a create that raced a signal)."""
@@ -801,17 +824,22 @@ def run_condition(
         raise RunError(f"{condition.id}: needs the {condition.variant!r} task image, got {variant!r} ({task_image.id})")
     run_id = uuid.uuid4().hex
     run_started = utc_now()
+    warmed = None  # the until_steady warm-up's record, if that mode ran
     measurement = Measurement(client, condition, load, task_image, loadgen_image, run_id)
     saved_timeout = client.api.timeout
     # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
-    client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s) + HEY_GRACE_S + 60)
+    client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s, warmup.BURST_S) + HEY_GRACE_S + 60)
     try:
         with signals_raise():
             try:
                 measurement.start()
                 ready_s = measurement.wait_ready()
                 log.info("%s: app ready after %.1f s", condition.id, ready_s)
-                if load.warmup_s > 0:
+                if load.warmup.until_steady:
+                    # Warm-up until steady (warmup.py): bursts until the rate stops rising.
+                    warmed = warm_until_steady(measurement)
+                    measurement.before_window()
+                elif load.warmup_s > 0:
                     log.info("warm-up: %g s of the same load, not recorded", load.warmup_s)
                     measurement.hey(load.warmup_s, "/dev/null")
                     measurement.before_window()
@@ -843,7 +871,8 @@ def run_condition(
         "format_version": record.FORMAT_VERSION,
         "repeat": repeat,
         "condition": condition.as_dict(),
-        "load": {**load.as_dict(), "url": WORK_URL},
+        "load": {**load.as_dict(), "url": measurement.work_url},
+        **({"warmup": warmed} if warmed is not None else {}),
         **parts,
         "environment": environment.describe(
             info, engine_address(client), task_image.attrs, loadgen_image.attrs, probe,
@@ -878,6 +907,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     condition, load = m.condition, m.load
     probe, tcp_before, served_before = m.before
     oom_before = m.oom_kills()
+    proxy_before = m.proxy_counts()
     # Innermost: nothing but the hey exec between the two task snapshots.
     snap_before, t_before = m.snapshot(wait_roles=True)
     # No readable cgroup files: the Docker stats API brackets the window instead (wider, coarser).
@@ -892,6 +922,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         end = utc_now()
         result, hey_wall = running.result()
     tcp_after, served_after, csv_text = m.after_window()
+    proxy_after = m.proxy_counts()
     oom_after = m.oom_kills()
     m.task.reload()
     state = m.task.attrs["State"]
@@ -923,6 +954,9 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                     condition.id, hey.MAX_ROWS)
     failed, evidence = count_failed(check.rows, served_before, served_after, tcp_before, tcp_after,
                                     cap_reached=check.cap_reached)
+    if condition.real_proxy:
+        failed, evidence = proxymod.count_failed(check.rows, served_after - served_before,
+                                                 proxy_after[1] - proxy_before[1], evidence, check.cap_reached)
     if failed:
         log.warning("%s: %d failed requests (%s)", condition.id, failed, evidence)
     if check.time_coverage < 0.9:
@@ -960,12 +994,22 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     processes = [{"role": "app", "target_pct": None, "cpu_s": cpu_by_role["app"]}]
     processes += [{"role": role, "target_pct": condition.sidecar_load_pct, "cpu_s": cpu_by_role[role]}
                   for role in condition.roles]
+    proxy_section = {}
+    if condition.real_proxy:
+        # A real proxy burns what its traffic costs, no set share; the run keeps what it counted.
+        processes[1]["target_pct"] = None
+        try:
+            proxy_section["proxy"] = proxymod.record(condition, m.task_image.labels or {}, proxy_before,
+                                                     proxy_after, check.rows)
+        except proxymod.ProxyCountError as err:
+            raise RunError(str(err)) from err
 
     host = cgroup.host_cpu_delta(snap_before, snap_after)
     parts = {
         "window": {"start": start, "end": end, "wall_s": round(hey_wall, 6), "load_s": round(check.span_s, 6),
                    "hey_span_s": round(check.span_s, 6), "time_coverage": round(check.time_coverage, 4)},
-        "requests": {"rows": check.rows, "non_2xx": check.non_2xx, "failed": failed, "failed_source": FAILED_SOURCE,
+        "requests": {"rows": check.rows, "non_2xx": check.non_2xx, "failed": failed,
+                     "failed_source": proxymod.FAILED_SOURCE if condition.real_proxy else FAILED_SOURCE,
                      "error_distribution": evidence, "served_delta": served_after - served_before,
                      "cap_reached": check.cap_reached},
         "cgroup": cpu,
@@ -983,5 +1027,35 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
             "peak_memory_bytes": peak,
         },
         "probe": probe,
+        **proxy_section,
     }
     return samples, parts
+
+
+# Warm-up until steady (load.warmup mode until_steady; warmup.py has the rule).
+WARMUP_CSV = "/tmp/warmup.csv"
+
+
+def warm_until_steady(m: Measurement) -> dict[str, Any]:
+    """1 s hey bursts until the rate stops rising or max_s; returns the run file's `warmup` record."""
+    settings = m.load.warmup
+    bursts: list[dict[str, float]] = []
+    started = time.monotonic()
+    while True:
+        command = hey.command(m.work_url, warmup.BURST_S, m.load.concurrency)
+        limit = f"{warmup.BURST_S + HEY_GRACE_S:g}"
+        result = m.loadgen_exec(["sh", "-c", warmup.BURST_SCRIPT, "warmup", WARMUP_CSV,
+                                 "timeout", "-s", "KILL", limit, *command])
+        if result.exit_code != 0:
+            raise RunError(f"{m.condition.id}: a warm-up burst failed (hey exit {result.exit_code}): "
+                           f"{result.stderr.strip()[:300]}")
+        responses, span = warmup.parse_burst(result.stdout)
+        elapsed = time.monotonic() - started
+        bursts.append({"at_s": round(elapsed, 3), "responses": responses, "span_s": span,
+                       "rps": round(responses / span, 2) if span > 0 else 0.0})
+        stop, why = warmup.steady_check(bursts, sum(b["span_s"] for b in bursts), settings)
+        if stop:
+            break
+    log.info("warm-up until steady: %.1f s, %d bursts; %s", elapsed, len(bursts), why)
+    return {**settings.as_dict(), "seconds": round(elapsed, 3), "load_s": round(sum(b["span_s"] for b in bursts), 3),
+            "steady": why.startswith("steady"), "reason": why, "bursts": bursts}

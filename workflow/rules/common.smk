@@ -54,8 +54,8 @@ os.environ.update(
 
 wildcard_constraints:
     preset=re.escape(PRESET),
-    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+",
-    variant="go|go-sidecar|next|next-sidecar|loadgen",
+    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_px-[a-z-]+)?",
+    variant="go|go-sidecar|go-proxy|next|next-sidecar|next-proxy|loadgen",
     repeat="[1-9][0-9]*",
 
 
@@ -79,18 +79,25 @@ def get_image_digest(wildcards):
 
 
 def get_run_files(wildcards):
-    """Repetitions 1..repeats of every condition: extra files of a lowered repeats stay on disk, unread."""
+    """Repetitions 1..repeats of every condition: extra files of a lowered repeats stay on disk, unread.
+    With adaptive repetitions on, also those the decisions add (workflow/rules/adaptive.smk).
+    """
+    if ADAPTIVE_ON:
+        return adaptive_run_files(wildcards.preset)
     return RUN_FILES
 
 
-# Above every repetition's priority (0 .. REPEATS - 1).
-BUILD_PRIORITY = REPEATS
+# The most repetitions a condition can get: repeats, or adaptive.max_repeats when that is on.
+MAX_REPEATS = EXPERIMENT.adaptive.cap(REPEATS)
+# Above every repetition's priority (0 .. MAX_REPEATS - 1).
+BUILD_PRIORITY = MAX_REPEATS
 
 
 def get_repeat_priority(wildcards):
     """Every condition's first repetition before any second one: slow drift of the host then
-    spreads over all conditions instead of posing as a difference between them."""
-    return max(REPEATS - int(wildcards.repeat), 0)
+    spreads over all conditions instead of posing as a difference between them. Adaptive
+    repetitions (beyond repeats) rank below every planned one."""
+    return max(MAX_REPEATS - int(wildcards.repeat), 0)
 
 
 def get_analysis_code(script):

@@ -1,0 +1,122 @@
+"""When does each app's rate stop rising? The measurement behind load.warmup (docs/method.md).
+
+    .venv/bin/python scripts/warmup_study.py [--preset article] [--seconds 60] [--repeats 3]
+        [--sidecars 0,3] [--only next_cpu0.25] [--out results/warmup-study]
+
+For every app and vCPU of the preset's matrix, with no sidecar and with idle sidecars
+(load 0 %), it starts the task as a run does (runner.Measurement: same limits, same
+hardening, load generator in the task's network namespace), waits for the app's first 200,
+then loads it with one hey run of --seconds (the preset's concurrency) and reads hey's CSV:
+the responses started in each whole second are the rate series. Per series it reports
+
+- the rate over 0-5 s, 5-15 s and the last third (the plateau), and the rise 5-15 s over 0-5 s
+  (what the fixed 5 s warm-up leaves);
+- steady_s: when the until_steady rule (warmup.steady_time, the runner's own rule on 1 s
+  bursts, with the config's load.warmup settings) would stop;
+- plateau_s: the first second from which the 3 s mean stays within the tolerance of the plateau.
+
+Writes rates.csv (one row per second) and warmup-study.md to --out. Must be measured alone on
+the machine: 16 cells of --seconds 60 take about 20 min a repetition here (each cell ~75 s:
+start, readiness, load, CSV). Holds the engine's measurement lock throughout each cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sidecar_bench import hey, runner  # noqa: E402
+from sidecar_bench.conditions import Condition, LoadSettings  # noqa: E402
+from sidecar_bench.experiment import load_experiment  # noqa: E402
+from sidecar_bench.hosts import host_lock, lock_dir  # noqa: E402
+from sidecar_bench.warmup import WarmupSettings, rates_per_second, steady_time  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cells(preset: str, sidecars: list[int], only: str | None) -> list[Condition]:
+    experiment = load_experiment({**yaml.safe_load((ROOT / "config.yaml").read_text()), "preset": preset})
+    pairs = sorted({(c.app, c.vcpu) for c in experiment.conditions})
+    chosen = [Condition(app, vcpu, 2048, count, 0) for app, vcpu in pairs for count in sidecars]
+    return [c for c in chosen if not only or only in c.id]
+
+
+def measure(client, condition: Condition, seconds: float, concurrency: int) -> np.ndarray:
+    """One task, one hey run of `seconds`: the start offsets of its 2xx responses."""
+    load = LoadSettings(duration_s=seconds, concurrency=concurrency, warmup_s=0)
+    m = runner.Measurement(client, condition, load, client.images.get(f"sidecar-bench/task:{condition.variant}"),
+                           client.images.get("sidecar-bench/loadgen:latest"), uuid.uuid4().hex)
+    try:
+        m.start()
+        m.wait_ready()
+        result = m.hey(seconds, runner.LOADGEN_CSV)
+        if result.exit_code != 0:
+            raise runner.RunError(f"{condition.id}: hey exited with {result.exit_code}: {result.stderr[:300]}")
+        samples = hey.parse_csv(m.loadgen_exec(["cat", runner.LOADGEN_CSV]).stdout)
+    finally:
+        m.remove()
+    ok = samples[(samples["status_code"] >= 200) & (samples["status_code"] < 300)]
+    return ok["offset_s"].to_numpy()
+
+
+def describe(rates: list[float], settings: WarmupSettings) -> dict:
+    r = np.asarray(rates, dtype=float)
+    plateau = float(r[-max(1, len(r) // 3):].mean())
+    early, next10 = float(r[:5].mean()), float(r[5:15].mean()) if len(r) > 5 else float("nan")
+    rolling = pd.Series(r).rolling(3).mean().to_numpy()
+    inside = rolling >= (1 - settings.tolerance) * plateau
+    plateau_s = next((i + 1.0 for i in range(len(r)) if inside[i:].all() and np.isfinite(rolling[i])), None)
+    return {"rps_0_5s": early, "rps_5_15s": next10, "rps_plateau": plateau,
+            "rise_5_15_over_0_5": next10 / early - 1 if early else float("nan"),
+            "plateau_over_5_15": plateau / next10 - 1 if next10 else float("nan"),
+            "steady_s": steady_time(rates, settings), "plateau_s": plateau_s}
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="article")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--sidecars", default="0,3", help="sidecar counts, idle (0 %% load), comma-separated")
+    parser.add_argument("--only", default=None, help="only cells whose id contains this text")
+    parser.add_argument("--out", default="results/warmup-study")
+    args = parser.parse_args(argv)
+    config = load_experiment({**yaml.safe_load((ROOT / "config.yaml").read_text()), "preset": args.preset})
+    settings = config.load.warmup if config.load.warmup.until_steady else WarmupSettings(mode="until_steady")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seconds = int(args.seconds)
+    series, rows = [], []
+    for repeat in range(1, args.repeats + 1):
+        for condition in cells(args.preset, [int(x) for x in args.sidecars.split(",")], args.only):
+            with host_lock([{"name": "local", "url": None}], lock_dir(), 3600, f"warmup_study {condition.id}") \
+                    as (_, client):
+                offsets = measure(client, condition, args.seconds, config.load.concurrency)
+            rates = rates_per_second(offsets, seconds)
+            series += [{"condition_id": condition.id, "repeat": repeat, "second": s, "rps": r}
+                       for s, r in enumerate(rates)]
+            row = {"condition_id": condition.id, "app": condition.app, "vcpu": condition.vcpu,
+                   "sidecars": condition.sidecar_count, "repeat": repeat, **describe(rates, settings)}
+            rows.append(row)
+            print(f"warmup_study: {condition.id} rep {repeat}: " + ", ".join(
+                f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
+                if k not in ("condition_id", "app", "vcpu", "sidecars", "repeat")), flush=True)
+    pd.DataFrame(series).to_csv(out / "rates.csv", index=False)
+    table = pd.DataFrame(rows)
+    (out / "warmup-study.md").write_text(
+        f"# When the rate stops rising ({args.seconds:g} s of load, preset {args.preset}, until_steady rule "
+        f"window {settings.window_s:g} s, tolerance {settings.tolerance:g})\n\n"
+        + table.to_markdown(index=False, floatfmt=".3g") + "\n")
+    return table
+
+
+if __name__ == "__main__":
+    main()

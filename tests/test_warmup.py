@@ -1,0 +1,91 @@
+"""Warm-up until steady: the stopping rule, its settings, and the mode on the real engine."""
+
+import pytest
+import yaml
+
+from sidecar_bench import record, runner
+from sidecar_bench.conditions import Condition, ConfigError, LoadSettings
+from sidecar_bench.experiment import load_experiment
+from sidecar_bench.warmup import WarmupSettings, rates_per_second, steady_check, steady_time
+from conftest import ROOT, hold_engine
+
+SETTINGS = WarmupSettings(mode="until_steady", min_s=5, max_s=20, window_s=3, tolerance=0.05)
+
+
+def bursts(rates):
+    return [{"responses": r, "span_s": 1.0} for r in rates]
+
+
+def test_a_rising_rate_keeps_warming_and_a_flat_one_stops_after_min_s():
+    rising = [40, 44, 48, 52, 56, 60, 64, 68]
+    assert steady_check(bursts(rising), 8.0, SETTINGS) == (False, None)
+    settled = [40, 50, 60, 60, 61, 60, 59, 60]
+    assert steady_check(bursts(settled[:7]), 7.0, SETTINGS) == (False, None)  # 60.3 after 56.7: +6.5 %
+    stop, why = steady_check(bursts(settled), 8.0, SETTINGS)
+    assert stop and why.startswith("steady: 59.7 RPS over the last 3 bursts, 60.3 before")
+    # Flat from the start, but not before min_s.
+    assert steady_check(bursts([60] * 4), 4.0, SETTINGS) == (False, None)
+
+
+def test_the_cap_stops_a_rate_that_never_settles():
+    stop, why = steady_check(bursts(range(40, 60)), 20.0, SETTINGS)
+    assert stop and why == "cap: still rising after max_s 20 s"
+
+
+def test_the_study_finds_when_a_series_stops_rising():
+    series = [30 + 3 * min(t, 12) for t in range(40)]  # rises for 12 s, then flat
+    assert steady_time(series, SETTINGS) == 16.0  # 66 after 63 RPS: +4.8 %
+    assert steady_time([10 * t for t in range(20)], SETTINGS) is None
+    assert rates_per_second([0.1, 0.5, 1.2, 2.9, 3.5], 3) == [2.0, 1.0, 1.0]
+
+
+def config_with(warmup):
+    data = yaml.safe_load((ROOT / "config.yaml").read_text())
+    data["load"]["warmup"] = warmup
+    return data
+
+
+def test_the_fixed_default_keeps_todays_rerun_trigger_and_until_steady_is_part_of_it():
+    assert load_experiment(config_with({})).load.measured() == {
+        "duration_s": 10, "concurrency": 10, "warmup_s": 5, "sidecar_burn": "wall"}
+    steady = load_experiment(config_with({"mode": "until_steady", "max_s": 40})).load.measured()
+    assert steady["warmup"] == {"mode": "until_steady", "min_s": 5, "max_s": 40, "window_s": 3, "tolerance": 0.05}
+
+
+@pytest.mark.parametrize("warmup, message", [
+    ({"mode": "steady"}, "config.yaml: load.warmup.mode: 'steady' is not one of ['fixed', 'until_steady']"),
+    ({"mode": "until_steady", "max_s": 2}, "config.yaml: load.warmup.max_s: 2 is below min_s 5"),
+    ({"window_s": 0.5}, "config.yaml: load.warmup.window_s: 0.5 is less than the minimum of 1"),
+    ({"tolerance": -1}, "config.yaml: load.warmup.tolerance: -1 is less than the minimum of 0"),
+])
+def test_bad_warmup_settings_name_the_key_and_the_value(warmup, message):
+    with pytest.raises(ConfigError) as raised:
+        load_experiment(config_with(warmup))
+    assert message in str(raised.value)
+
+
+# A memory size no experiment uses, so that concurrent runs of the real matrix are not mistaken for leftovers.
+GO_WARM = Condition("go", 0.25, 2038, 1, 10)
+
+
+@pytest.fixture()
+def engine():
+    yield from hold_engine("tests/test_warmup.py")
+
+
+@pytest.mark.docker
+def test_warmup_until_steady_runs_bursts_and_records_them(client, engine, tmp_path):
+    load = LoadSettings(duration_s=2, concurrency=10, ready_timeout_s=60,
+                        warmup={"mode": "until_steady", "min_s": 2, "max_s": 4, "window_s": 1, "tolerance": 0.05})
+    out = tmp_path / "run.parquet"
+    runner.run_condition(client, GO_WARM, load, "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest", out)
+    frame, meta = record.read_run(out)
+    warm = meta["warmup"]
+    assert warm["mode"] == "until_steady" and meta["load"]["warmup"]["max_s"] == 4
+    # At least min_s of bursts, at most one burst past max_s; every burst served requests.
+    assert 2 <= len(warm["bursts"]) <= 5 and 2 <= warm["load_s"] <= 5.5
+    assert all(b["responses"] > 0 and b["rps"] > 0 for b in warm["bursts"])
+    assert warm["reason"].startswith("steady" if warm["steady"] else "cap")
+    assert warm["seconds"] >= warm["load_s"]
+    assert len(frame) > 100 and meta["window"]["load_s"] >= 2
+    assert runner.Measurement(client, GO_WARM, load, None, None, "x").loadgen_deadline_s() > 4 + 2
