@@ -1,20 +1,29 @@
 """Benchmark of the analysis stages on synthetic run files of a full-size matrix.
 
-    .venv/bin/python scripts/bench_analysis.py [--runs 228] [--repeats 3] [--stages aggregate,tables,charts]
-                                               [--keep DIR]
+    .venv/bin/python scripts/bench_analysis.py [--times 3] [--stages aggregate,tables,charts,calibrate,model]
+                                               [--keep DIR] [--runs N --repeats R]
 
-Writes synthetic runs (per the run file format (record.py); sizes like the article's: RPS x 30 s
-rows each; runs/<condition id>/rep<N>.parquet) into a temp dir, then runs aggregation
-(with its 1000-resample intervals per condition), tables and charts each in a fresh
-Python process and reports its wall time and peak RSS (resource.getrusage ru_maxrss).
-Not part of the test suite: timing here depends on what else the machine runs.
+Default: the published `article` set's shape: its 187 conditions x 3 repetitions with 10 s windows,
+each synthetic run with exactly as many successful responses as the published run of that condition
+and repetition (results/published/article/runs_summary.csv `successful`: 7,328,005 in all). With
+--runs N: N conditions of the older benchmark matrix (synthetic.benchmark_matrix, RPS x 30 s rows).
+
+Writes the runs (per the run file format (record.py); runs/<condition id>/rep<N>.parquet) into a temp
+dir, then runs each analysis stage the workflow runs (aggregate_runs, make_tables, plot_charts,
+calibrate, model_report) in a fresh Python process, as Snakemake runs its scripts, --times times, and
+reports per stage the median of: the process's wall time (interpreter start and imports included),
+the stage's own time, and its peak RSS (resource.getrusage ru_maxrss). The load average before and
+after is printed: the machine is shared. Not part of the test suite: timing depends on what else runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,12 +33,16 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 ROOT = SCRIPTS.parent
 REFERENCE = ROOT / "workflow" / "reference" / "article-results.csv"
+PUBLISHED_RUNS = ROOT / "results" / "published" / "article" / "runs_summary.csv"
+STAGES = ("aggregate", "tables", "charts", "calibrate", "model")
+NO_LIMIT_VCPU = 2.0  # the article's host: 2 CPUs
 sys.path.insert(0, str(SCRIPTS))
 
 
 def run_stage(stage: str, work: Path) -> dict:
     """One stage in this process; returns seconds and peak RSS (MB) of this process."""
     runs = sorted(str(p) for p in (work / "runs").rglob("*.parquet"))
+    setup = json.loads((work / "bench.json").read_text())
     start = time.perf_counter()
     if stage == "aggregate":
         import aggregate_runs
@@ -41,52 +54,127 @@ def run_stage(stage: str, work: Path) -> dict:
     elif stage == "charts":
         import plot_charts
         plot_charts.main(summary=work / "summary.parquet", reference=REFERENCE, runs=runs, out_dir=work / "charts")
+    elif stage == "calibrate":
+        import calibrate
+        cal = work / "calibration"
+        calibrate.main(runs=setup["calibration_runs"], summary_parquet=cal / "summary.parquet",
+                       summary_csv=cal / "summary.csv", table_md=cal / "calibration.md",
+                       table_csv=cal / "calibration.csv", no_limit_vcpu=NO_LIMIT_VCPU,
+                       in_matrix=setup["calibration_in_matrix"], runs_csv=cal / "runs_summary.csv")
+    elif stage == "model":
+        import model_report
+        model_report.main(summary=work / "summary.parquet", runs_summary=work / "runs_summary.parquet",
+                          calibration=work / "calibration" / "calibration.csv", reference=REFERENCE,
+                          tables_dir=work / "model" / "tables", charts_dir=work / "model" / "charts",
+                          calibration_runs=work / "calibration" / "runs_summary.csv")
     else:
-        raise SystemExit(f"unknown stage {stage!r}; use aggregate, tables or charts")
+        raise SystemExit(f"unknown stage {stage!r}; use {', '.join(STAGES)}")
     seconds = time.perf_counter() - start
-    return {"stage": stage, "seconds": round(seconds, 2),
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"stage": stage, "seconds": round(seconds, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
-def generate(work: Path, count: int, repeats: int = 1) -> dict:
-    from sidecar_bench.synthetic import benchmark_matrix, write_model_run
+def published_sizes(path: Path = PUBLISHED_RUNS) -> dict[tuple[str, int], int]:
+    """{(condition id, repeat): successful responses} of the published article set."""
+    with open(path, newline="") as handle:
+        return {(row["condition_id"], int(row["repeat"])): int(row["successful"]) for row in csv.DictReader(handle)}
+
+
+def app_cpu_s(condition, wall_s: float) -> float:
+    """The app's CPU in a window: what its quota leaves beside the sidecars, at least a fifth of it (the model
+    takes logarithms of CPU shares: none may be 0 or negative)."""
+    return wall_s * max(condition.vcpu - condition.total_sidecar_load_pct / 100, condition.vcpu / 5) * 0.95
+
+
+def generate(work: Path, count: int | None = None, repeats: int = 3) -> dict:
+    """count None: the article's shape (module docstring); else count conditions of benchmark_matrix."""
+    from sidecar_bench.calibration import calibration_cells
+    from sidecar_bench.synthetic import article_matrix, benchmark_matrix, run_path, write_model_run
     import pyarrow.parquet as pq
 
     start = time.perf_counter()
-    paths = [write_model_run(work / "runs", c, repeat=r) for c in benchmark_matrix(count)
-             for r in range(1, repeats + 1)]
+    if count is None:
+        sizes = published_sizes()
+        conditions = article_matrix()
+        repeats = max(r for _, r in sizes)
+        paths = [write_model_run(work / "runs", c, repeat=r, duration_s=10.0, rows=sizes[(c.id, r)],
+                                 app_cpu_s=app_cpu_s(c, 10.0))
+                 for c in conditions for r in range(1, repeats + 1)]
+    else:
+        conditions = benchmark_matrix(count)
+        paths = [write_model_run(work / "runs", c, repeat=r) for c in conditions for r in range(1, repeats + 1)]
+    # The calibration's runs: the matrix's own where it has the cell, else its own runs (as rule calibrate).
+    cells = calibration_cells(conditions, NO_LIMIT_VCPU)
+    calibration_runs = [str(run_path(work / ("runs" if cell.in_matrix else "calibration/runs"), cell.condition.id, r))
+                        for r in range(1, repeats + 1) for cell in cells]
+    for cell in cells:
+        for r in range(1, repeats + 1):
+            if not cell.in_matrix:
+                write_model_run(work / "calibration" / "runs", cell.condition, repeat=r, duration_s=10.0,
+                                app_cpu_s=app_cpu_s(cell.condition, 10.0))
+    (work / "bench.json").write_text(json.dumps({
+        "calibration_runs": calibration_runs,
+        "calibration_in_matrix": sorted(cell.condition.id for cell in cells if cell.in_matrix)}))
     rows = [pq.ParquetFile(p).metadata.num_rows for p in paths]
-    return {"conditions": count, "repeats": repeats, "runs": len(paths), "rows_total": sum(rows), "rows_max": max(rows), "rows_min": min(rows),
+    return {"conditions": len(conditions), "repeats": repeats, "runs": len(paths), "rows_total": sum(rows),
+            "rows_max": max(rows), "rows_min": min(rows), "calibration_runs": len(calibration_runs),
             "bytes_total": sum(p.stat().st_size for p in paths), "generate_s": round(time.perf_counter() - start, 1)}
 
 
-def main(count: int = 228, keep: str | None = None, repeats: int = 1,
-         stages: tuple[str, ...] = ("aggregate", "tables", "charts")) -> dict:
+def time_stage(stage: str, work: Path) -> dict:
+    """One stage in a fresh process (its peak RSS is that stage's alone, as under Snakemake)."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, __file__, "--stage", stage, "--work", str(work)],
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"stage {stage} failed:\n{out.stderr[-3000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["process_s"] = round(time.perf_counter() - start, 2)
+    return result
+
+
+def main(count: int | None = None, keep: str | None = None, repeats: int = 3, stages: tuple[str, ...] = STAGES,
+         times: int = 3) -> dict:
     with tempfile.TemporaryDirectory(prefix="sidecar-bench-analysis-") as tmp:
         work = Path(keep) if keep else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         data = generate(work, count, repeats)
         print(json.dumps({"synthetic_data": data}), flush=True)
-        timed = []
-        for stage in stages:
-            # A fresh process per stage: its peak RSS is that stage's alone (as under Snakemake).
-            out = subprocess.run([sys.executable, __file__, "--stage", stage, "--work", str(work)],
-                                 check=True, capture_output=True, text=True)
-            timed.append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(json.dumps(timed[-1]), flush=True)
-        total = round(sum(s["seconds"] for s in timed), 2)
-        report = {"synthetic_data": data, "stages": timed, "total_s": total,
-                  "peak_rss_mb": max(s["peak_rss_mb"] for s in timed)}
-        print(json.dumps({"total_s": total, "peak_rss_mb": report["peak_rss_mb"]}), flush=True)
+        load_before = os.getloadavg()
+        rounds = []
+        for _ in range(times):
+            timed = []
+            for stage in stages:
+                timed.append(time_stage(stage, work))
+                print(json.dumps(timed[-1]), flush=True)
+            rounds.append(timed)
+        medians = []
+        for i, stage in enumerate(stages):
+            medians.append({"stage": stage, **{key: statistics.median(r[i][key] for r in rounds)
+                                               for key in ("process_s", "seconds", "cpu_s", "peak_rss_mb")}})
+        totals = sorted(sum(s["process_s"] for s in timed) for timed in rounds)
+        report = {"synthetic_data": data, "median": medians,
+                  "total_process_s_median": round(statistics.median(totals), 2),
+                  "total_process_s_runs": [round(t, 2) for t in totals],
+                  "peak_rss_mb": max(s["peak_rss_mb"] for s in medians),
+                  "loadavg_before": [round(x, 2) for x in load_before],
+                  "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+        for row in medians:
+            print(f"median of {times}: {row['stage']:<10} {row['process_s']:6.2f} s process "
+                  f"({row['seconds']:6.2f} s in stage, {row['cpu_s']:6.2f} s CPU), peak RSS {row['peak_rss_mb']:7.1f} MB", flush=True)
+        print(json.dumps({key: report[key] for key in report if key not in ("synthetic_data", "median")}), flush=True)
         return report
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=228, help="number of synthetic runs (default 228)")
-    parser.add_argument("--repeats", type=int, default=1, help="repetitions per condition (default 1)")
-    parser.add_argument("--stages", default="aggregate,tables,charts",
-                        help="comma-separated stages to time (default aggregate,tables,charts)")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="conditions of the older benchmark matrix instead of the article's shape")
+    parser.add_argument("--repeats", type=int, default=3, help="repetitions per condition with --runs (default 3)")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help=f"comma-separated stages to time (default {','.join(STAGES)})")
+    parser.add_argument("--times", type=int, default=3, help="time every stage this many times (default 3)")
     parser.add_argument("--keep", help="write the synthetic runs and outputs here and keep them")
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
@@ -94,4 +182,4 @@ if __name__ == "__main__":
     if args.stage:
         print(json.dumps(run_stage(args.stage, Path(args.work))))
     else:
-        main(args.runs, args.keep, args.repeats, tuple(args.stages.split(",")))
+        main(args.runs, args.keep, args.repeats, tuple(args.stages.split(",")), args.times)

@@ -43,8 +43,9 @@ def read_frame(path):
 
 def main(summary, runs_summary, calibration, reference, tables_dir, charts_dir, sidecar_burn=None,
          formats=("html", "png", "svg"), calibration_runs=None):
-    per_run = modelmod.with_run_costs(read_frame(runs_summary))
-    conditions = modelmod.summary_with_costs(read_frame(summary), per_run)
+    # The model is the article's settings' (the knobs against throttling change the budget it models).
+    per_run = modelmod.with_run_costs(tables.article_settings(read_frame(runs_summary)))
+    conditions = modelmod.summary_with_costs(tables.article_settings(read_frame(summary)), per_run)
     cal_runs = (modelmod.with_run_costs(read_frame(calibration_runs))
                 if calibration_runs and Path(calibration_runs).exists() else None)
     cal = pd.read_csv(calibration)

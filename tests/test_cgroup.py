@@ -23,7 +23,7 @@ def test_v1_snapshot_of_a_real_task():
     before = snap("snapshot-v1-before.txt")
     assert before.counters == cgroup.CgroupCounters(
         source="cgroup-v1", nr_periods=4, nr_throttled=3, throttled_ns=308976848, usage_ns=124555381,
-        period_us=100000, quota_us=25000, peak_memory_bytes=16232448)
+        period_us=100000, quota_us=25000, peak_memory_bytes=16232448, nr_bursts=0, burst_ns=0)
     assert before.roles == {"app": 10, "proxy": 11, "agent": 12}
     assert before.clk_tck == 100
     assert {p.comm for p in before.processes} >= {"entrypoint.sh", "app-go", "python3"}
@@ -33,7 +33,7 @@ def test_v1_deltas_over_a_throttled_window():
     delta = cgroup.counters_delta(snap("snapshot-v1-before.txt").counters, snap("snapshot-v1-after.txt").counters)
     assert delta == {"source": "cgroup-v1", "nr_periods": 23, "nr_throttled": 23,
                      "throttled_s": pytest.approx(3.50077979), "usage_s": pytest.approx(0.551086381),
-                     "period_us": 100000, "quota_us": 25000}
+                     "period_us": 100000, "quota_us": 25000, "nr_bursts": 0, "burst_s": 0.0}
 
 
 def test_v1_role_cpu_adds_up_to_the_cgroups_usage():
@@ -110,14 +110,17 @@ def test_malformed_roles_file_is_named():
 def test_v1_limits_are_read_back_from_a_real_task():
     # Recorded from a go-sidecar task started with 0.25 vCPU and 512 MiB, swap equal to memory.
     after = snap("snapshot-v1-limits-after.txt")
+    # (recorded before the snapshot read the knobs' files: burst, shares and cpuset are unknown)
     assert after.limits.as_dict() == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
-                                      "memory_limit_bytes": 512 * 2**20, "swap_limit_bytes": 0}
+                                      "memory_limit_bytes": 512 * 2**20, "swap_limit_bytes": 0,
+                                      "cpu_burst_us": None, "cpu_shares": None, "cpu_weight": None,
+                                      "cpuset_cpus": None}
 
 
 def test_v2_limits_and_no_limit():
     assert snap("snapshot-v2-after.handwritten.txt").limits.as_dict() == {
         "cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25, "memory_limit_bytes": 512 * 2**20,
-        "swap_limit_bytes": 0}
+        "swap_limit_bytes": 0, "cpu_burst_us": None, "cpu_shares": None, "cpu_weight": None, "cpuset_cpus": None}
     unlimited = cgroup.parse_limits({"/sys/fs/cgroup/cpu.max": "max 100000\n", "/sys/fs/cgroup/memory.max": "max\n"})
     assert (unlimited.vcpu, unlimited.memory_limit_bytes, unlimited.swap_limit_bytes) == (None, -1, None)
 
@@ -134,6 +137,24 @@ def test_host_cpu_counts_steal_and_irq_as_busy_and_iowait_as_idle():
     host = cgroup.host_cpu_delta(snap("snapshot-v2-before.handwritten.txt"), snap("snapshot-v2-after.handwritten.txt"))
     # user +300, system +100, irq +5, softirq +10 busy; idle +950, iowait +50; guest (inside user) not again.
     assert host == {"cpus": 4, "busy_s": pytest.approx(4.15), "total_s": pytest.approx(14.15)}
+
+
+def test_the_knobs_settings_and_burst_counters_read_back_on_v1_and_v2():
+    v1 = cgroup.parse_limits({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "1250\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us":
+                              "5000\n", "/sys/fs/cgroup/cpu/cpu.cfs_burst_us": "625\n",
+                              "/sys/fs/cgroup/cpu/cpu.shares": "1024\n", "/sys/fs/cgroup/cpuset/cpuset.cpus": "1\n"})
+    assert (v1.vcpu, v1.cpu_burst_us, v1.cpu_shares, v1.cpuset_cpus) == (0.25, 625, 1024, "1")
+    v2 = cgroup.parse_limits({"/sys/fs/cgroup/cpu.max": "max 100000\n", "/sys/fs/cgroup/cpu.max.burst": "0\n",
+                              "/sys/fs/cgroup/cpu.weight": "39\n", "/sys/fs/cgroup/cpuset.cpus.effective": "0-1\n"})
+    assert (v2.cpu_quota_us, v2.cpu_burst_us, v2.cpu_weight, v2.cpuset_cpus) == (-1, 0, 39, "0-1")
+    stat = "usage_usec 10\nnr_periods 5\nnr_throttled 1\nthrottled_usec 7\nnr_bursts {}\nburst_usec {}\n"
+    before = cgroup.parse_v2({"/sys/fs/cgroup/cpu.stat": stat.format(2, 300)})
+    after = cgroup.parse_v2({"/sys/fs/cgroup/cpu.stat": stat.format(5, 1300)})
+    delta = cgroup.counters_delta(before, after)
+    assert (delta["nr_bursts"], delta["burst_s"]) == (3, pytest.approx(0.001))
+    # A kernel without CFS burst reports neither: the delta has no burst keys (NaN in the summary).
+    old = cgroup.parse_v2({"/sys/fs/cgroup/cpu.stat": "usage_usec 10\nnr_periods 5\n"})
+    assert "nr_bursts" not in cgroup.counters_delta(old, old)
 
 
 # ---- any values the kernel can write (hypothesis) -----------------------------------------------
@@ -438,7 +459,7 @@ def test_limits_from_the_engines_cpu_settings():
     assert cgroup.limits_from_host_config({"CpuPeriod": 50000, "CpuQuota": 12500}).vcpu == 0.25
     assert cgroup.limits_from_host_config({"NanoCpus": 250_000_000}).as_dict() == {
         "cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25, "memory_limit_bytes": None,
-        "swap_limit_bytes": None}
+        "swap_limit_bytes": None, "cpu_burst_us": None, "cpu_shares": None, "cpu_weight": None, "cpuset_cpus": None}
     assert cgroup.limits_from_host_config({"NanoCpus": 1_500_000_000, "CpuPeriod": 10000}).cpu_quota_us == 15000
     # 64 CPUs over the longest period Docker allows (1 s): every digit of the quota counts.
     assert cgroup.limits_from_host_config({"NanoCpus": 64 * 10**9, "CpuPeriod": 10**6}).cpu_quota_us == 64 * 10**6

@@ -208,3 +208,19 @@ def test_a_latency_interval_down_to_zero_ends_at_heys_resolution_on_the_log_axis
     assert (p50["lo"] == 0.1).all()
     rps = data[(data["source"] == "ours") & (data["series"] == "RPS")]
     assert (rps["lo"] == summary["rps_lo"].to_numpy()).all()  # RPS stays on its linear axis from zero
+
+
+def test_each_format_is_written_as_chart_save_writes_it(charts, tmp_path):
+    """save_chart makes a chart's spec once for all formats: every file is byte for byte chart.save's."""
+    from sidecar_bench.charts import save_chart
+    summary = pd.read_parquet(charts.parent / "summary.parquet")
+    chart = latency_rps_chart(summary, reference.load_reference(REFERENCE))
+    written = save_chart(chart, tmp_path, "fast")
+    configured = chart.configure_axis(labelFontSize=11, titleFontSize=12).configure_title(
+        fontSize=15, subtitleFontSize=11).configure_legend(labelFontSize=11, titleFontSize=12)
+    configured.save(tmp_path / "ref.html", inline=True)
+    configured.save(tmp_path / "ref.png", scale_factor=2)
+    configured.save(tmp_path / "ref.svg")
+    assert [p.name for p in written] == ["fast.html", "fast.png", "fast.svg"]
+    for fmt in ("html", "png", "svg"):
+        assert (tmp_path / f"fast.{fmt}").read_bytes() == (tmp_path / f"ref.{fmt}").read_bytes(), fmt

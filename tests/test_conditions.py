@@ -158,7 +158,7 @@ def bad(path, value):
         (["load", "duration_s"], "30s", "config.yaml: load.duration_s: '30s' is not of type 'number'"),
         (["load", "concurrency"], 0, "config.yaml: load.concurrency: 0 is less than the minimum of 1"),
         (["hosts"], [{"name": "a", "url": "http://x"}], "config.yaml: hosts[0].url: 'http://x' does not match '^(unix|ssh|tcp|npipe)://'"),
-        (["preset"], "nope", "config.yaml: preset: 'nope' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, openloop, proxy, quick, study-10s, study-10s-warm, study-30s)"),
+        (["preset"], "nope", "config.yaml: preset: 'nope' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, mitigations, openloop, proxy, quick, study-10s, study-10s-warm, study-30s, task)"),
         (["presets", "quick", "sets"], ["quick", "missing"], "config.yaml: sets: no set named 'missing'"),
     ],
 )

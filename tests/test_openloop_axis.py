@@ -79,6 +79,19 @@ def test_bad_load_model_values_are_refused_naming_the_key_and_the_value(axes, me
     assert re.search(message, text), text
 
 
+def test_the_open_loop_with_the_task_topology_is_refused_at_config_load_naming_both():
+    text = refused(config_with_set(load_model=["open"], rate_share=[0.5], topology=["task"]))
+    assert "sets.quick.load_model: 'open' runs only in the process topology, not with topology 'task'" in text
+
+
+def test_an_open_id_ends_after_the_proxy_and_the_knobs_and_its_capacity_keeps_them():
+    config = config_with_set(load_model=["open"], rate_share=[0.5], proxy=["haproxy"], cpu_period_ms=[5])
+    ids = {c.id for c in load_experiment(config).conditions}
+    assert ids == {"go_cpu0.25_mem2048_sc3_load05_px-haproxy_period5ms_open50",
+                   # the capacity: the same setup (proxy, period) with idle sidecars, closed loop
+                   "go_cpu0.25_mem2048_sc3_load00_px-haproxy_period5ms"}
+
+
 def test_the_condition_itself_refuses_a_share_outside_0_1():
     with pytest.raises(ConfigError, match=r"rate_share: 0 is not within \(0, 1\]"):
         Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0)

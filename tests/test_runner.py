@@ -174,9 +174,18 @@ def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
         del v1[key]
     del v1["window"]["load_s"], v1["requests"]["cap_reached"]
     assert record.read_run_meta(record.write_run(directory / "v1.parquet", samples, v1))["format_version"] == 1
-    v1["format_version"] = 3
-    with pytest.raises(record.RunFileError, match="format_version is 3, this code reads 1 and 2"):
-        record.write_run(directory / "v3.parquet", samples, v1)
+    v1["format_version"] = 4
+    with pytest.raises(record.RunFileError, match="format_version is 4, this code reads 1 and 2 and 3"):
+        record.write_run(directory / "v4.parquet", samples, v1)
+    # Version 3 adds the knobs against throttling; version 2 files (no knobs) still read.
+    v3 = make_meta(condition, len(samples))
+    v3["format_version"] = 3
+    with pytest.raises(record.RunFileError, match=r"format_version 3\) lacks knobs"):
+        record.write_run(directory / "v3.parquet", samples, v3)
+    v3["knobs"] = {}
+    assert record.read_run_meta(record.write_run(directory / "v3.parquet", samples, v3))["format_version"] == 3
+    assert record.read_run_meta(record.write_run(directory / "v2.parquet", samples, make_meta(condition, len(
+        samples))))["format_version"] == 2
 
 
 def test_each_bad_metadata_value_is_named_with_what_it_should_be():
@@ -190,7 +199,8 @@ def test_each_bad_metadata_value_is_named_with_what_it_should_be():
     nan = float("nan")
     cases = [
         (lambda m: (m.pop("load"), m.pop("environment")), "run metadata lacks load, environment"),
-        (lambda m: m.update(format_version=True), "run metadata format_version is True, this code reads 1 and 2"),
+        (lambda m: m.update(format_version=True), "run metadata format_version is True, this code reads 1 and 2 and "
+                                                "3"),
         (lambda m: m.update(repeat=True), "run metadata repeat is True, not a whole number >= 1"),
         (lambda m: m.update(repeat=1.0), "run metadata repeat is 1.0, not a whole number >= 1"),
         (lambda m: m["window"].update(load_s=0), "run metadata window.load_s is 0, not a number of seconds > 0"),
@@ -312,14 +322,15 @@ def test_analysis_reads_name_the_file_and_keep_a_failure_a_failure(tmp_path):
     assert runfile.read_failure(broken) is None
     with pytest.raises(record.RunFileError, match=rf"^{run}: cannot read columns \['nope'\] \("):
         runfile.read_columns(run, ["nope"])
-    v3 = make_meta(condition, len(samples))
-    v3["format_version"] = 3
+    v4 = make_meta(condition, len(samples))
+    v4["format_version"] = 4
     table = record.RunRecord.from_samples(samples, make_meta(condition, len(samples))).rows
     import pyarrow.parquet as pq
-    pq.write_table(table.replace_schema_metadata({record.METADATA_KEY: json.dumps(v3).encode()}), tmp_path / "v3.parquet")
+    pq.write_table(table.replace_schema_metadata({record.METADATA_KEY: json.dumps(v4).encode()}), tmp_path / "v4.parquet")
     with pytest.raises(record.RunFileError) as err:
-        runfile.read_meta(tmp_path / "v3.parquet")
-    assert str(err.value) == f"{tmp_path / 'v3.parquet'}: run metadata format_version is 3, this code reads 1 and 2"
+        runfile.read_meta(tmp_path / "v4.parquet")
+    assert str(err.value) == (f"{tmp_path / 'v4.parquet'}: run metadata format_version is 4, this code reads 1 and 2 "
+                              "and 3")
     failure = record.failure_record(condition.as_dict(), 1, LoadSettings().as_dict(), "boom",
                                     {"role": "app", "pid": 7, "exit_status": 1, "phase": "start"}, "local", "t")
     failed = record.write_failure(tmp_path / "failed.parquet", failure)
@@ -598,7 +609,8 @@ def test_limits_from_the_engine_when_no_cgroup_file_is_readable():
     applied = runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "CpuPeriod": 0, "CpuQuota": 0,
                                                      "Memory": 2048 * 2**20, "MemorySwap": 2048 * 2**20})
     assert applied.as_dict() == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
-                                 "memory_limit_bytes": 2048 * 2**20, "swap_limit_bytes": 0}
+                                 "memory_limit_bytes": 2048 * 2**20, "swap_limit_bytes": 0, "cpu_burst_us": None,
+                                 "cpu_shares": None, "cpu_weight": None, "cpuset_cpus": None}
 
 
 def test_the_load_generator_exits_on_its_own_after_every_step_could_have_ended():
@@ -731,9 +743,12 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
     assert env["image_variant"] == "go-sidecar" and env["hey_version"].startswith("0.1.4")
     assert env["cgroup_version"] == "1" and env["engine_id"] == client.info()["ID"]
     assert meta["window"]["wall_s"] >= 3
-    assert meta["repeat"] == 1 and meta["format_version"] == 2
+    assert meta["repeat"] == 1 and meta["format_version"] == 3 and meta["knobs"] == {}
     assert meta["limits"] == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
-                              "memory_limit_bytes": 2040 * 2**20, "swap_limit_bytes": 0}
+                              "memory_limit_bytes": 2040 * 2**20, "swap_limit_bytes": 0, "cpu_burst_us": 0,
+                              "cpu_shares": 1024, "cpu_weight": None,
+                              "cpuset_cpus": f"0-{client.info()['NCPU'] - 1}"}
+    assert (cpu["nr_bursts"], cpu["burst_s"]) == (0, 0.0)
     host = meta["host"]
     assert host["cpus"] == client.info()["NCPU"] and 0 < host["busy_s"] <= host["total_s"]
     # All CPUs over the CPU window (on the uptime clock); tick accounting on an idle CPU lags by a few

@@ -39,7 +39,7 @@ def test_every_table_is_written_as_markdown_and_csv(tables):
     names = {p.name for p in tables.iterdir()}
     assert names == {f"{n}.{ext}" for n in TABLE_NAMES for ext in ("md", "csv")}
     assert set(TABLE_NAMES) == {"load_sweep_go", "load_sweep_next", "breaking_points", "go_vs_next", "rps_grid_go",
-                                "rps_grid_next", "p99_grid_go", "p99_grid_next", "memory"}
+                                "rps_grid_next", "p99_grid_go", "p99_grid_next", "memory", "mitigations"}
 
 
 def test_summary_files_hold_one_row_per_run(tables):
@@ -279,3 +279,38 @@ def test_versus_the_article_by_the_rule():
     assert versus_article(BREAK, step(4, 5), article) == "overlapping"
     assert versus_article("within noise", step(3, 6), article) == "no break at 95 %"
     assert versus_article(BREAK, step(3, 6), None) == "no article break"
+
+
+def test_knobs_have_their_own_table_and_stay_out_of_the_articles(tmp_path, ref):
+    """A knob condition beside the article's settings: ranked by its RPS ratio in the mitigations table, absent
+    from the article's tables (which would otherwise hold two rows for one setup and load)."""
+    from sidecar_bench.conditions import Condition
+    from sidecar_bench.synthetic import write_run
+
+    base = Condition("go", 0.25, 2048, 3, 10)
+    period = Condition("go", 0.25, 2048, 3, 10, cpu_period_ms=5)
+    burst = Condition("go", 0.25, 2048, 3, 10, cpu_burst_pct=100)
+    rng = np.random.default_rng(1)
+    paths = []
+    for condition, ms, rows, bursts in ((base, 100.0, 300, None), (period, 25.0, 1200, None),
+                                        (burst, 50.0, 600, 40)):
+        for repeat in (1, 2, 3):
+            overrides = {"cgroup": {"nr_bursts": bursts, "burst_s": 0.2}} if bursts else None
+            paths.append(write_run(tmp_path / "runs" / condition.id / f"rep{repeat}.parquet", condition,
+                                   rng.normal(ms, 1, rows + 10 * repeat) / 1000, repeat=repeat,
+                                   meta_overrides=overrides))
+    aggregate_runs.main(runs=paths, summary_parquet=tmp_path / "summary.parquet", summary_csv=tmp_path / "s.csv")
+    make_tables.main(summary=tmp_path / "summary.parquet", reference=REFERENCE, out_dir=tmp_path / "tables")
+    summary = pd.read_csv(tmp_path / "s.csv")
+    assert dict(zip(summary["condition_id"], summary["knobs"].fillna(""))) == {
+        base.id: "", period.id: "period 5 ms", burst.id: "burst 100 %"}
+    table = csv(tmp_path / "tables", "mitigations").set_index("knobs")
+    assert set(table.index) == {"article's settings", "period 5 ms", "burst 100 %"}
+    # Four times the article's settings' responses at a quarter of the latency, and twice at half.
+    assert table.loc["period 5 ms", "rank_by_rps"] == 1 and table.loc["burst 100 %", "rank_by_rps"] == 2
+    assert table.loc["period 5 ms", "rps_vs_article_settings"] == pytest.approx(4, rel=0.05)
+    assert table.loc["period 5 ms", "rps_vs_article_settings_lo"] > 1
+    assert table.loc["burst 100 %", "nr_bursts"] == 40
+    assert table.loc["period 5 ms", "p99_vs_article_settings"] < 0.5
+    sweep = csv(tmp_path / "tables", "load_sweep_go")
+    assert sweep[np.isclose(sweep["total_sidecar_load_pct"], 30)]["repeats"].tolist() == [3]

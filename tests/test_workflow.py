@@ -69,7 +69,7 @@ def test_bad_config_fails_before_any_container_starts(project):
 def test_unknown_preset_names_the_value(project):
     done = snakemake(project, "--dry-run", "--config", "preset=huge")
     assert done.returncode != 0
-    assert "preset: 'huge' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, openloop, proxy, quick, study-10s, study-10s-warm, study-30s)" in done.stdout + done.stderr
+    assert "preset: 'huge' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, mitigations, openloop, proxy, quick, study-10s, study-10s-warm, study-30s, task)" in done.stdout + done.stderr
 
 
 def test_slurm_profile_plans_the_same_jobs(project):
@@ -114,6 +114,94 @@ def test_repeats_zero_names_the_key_and_the_value(project):
     done = snakemake(project, "--dry-run", "--config", "preset=quick", "repeats=0")
     assert done.returncode != 0
     assert "config.yaml: repeats: 0 is less than the minimum of 1" in done.stdout + done.stderr
+
+
+# ---- the knobs against throttling: the rerun rule ---------------------------------------------------
+
+KNOB_SETS = {
+    "kt_article": {"app": ["go"], "vcpu": [0.25], "memory_mb": [2048], "sidecar_count": [3],
+                   "sidecar_load_pct": [5]},
+}
+ARTICLE_ID = "go_cpu0.25_mem2048_sc3_load05"
+STUB_RUN = ("from pathlib import Path\n"
+            "out = Path(snakemake.output.run)  # noqa: F821\n"
+            "out.parent.mkdir(parents=True, exist_ok=True)\n"
+            "out.write_text('stub')\n")
+
+
+def _knob_config(project, knob_set):
+    config = write_config(project)
+    config["sets"].update(KNOB_SETS)
+    config["sets"]["kt_knob"] = {**KNOB_SETS["kt_article"], **knob_set}
+    config["presets"]["kt"] = {"sets": ["kt_article", "kt_knob"], "repeats": 1}
+    import yaml
+
+    (project / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _run_files(ids):
+    return [f"results/kt/runs/{cid}/rep1.parquet" for cid in ids]
+
+
+@pytest.fixture()
+def stubbed(project):
+    """The project with the runs of an article condition and a period-knob condition 'measured' by a stub
+    (Snakemake records their params as it would for real runs)."""
+    (project / "results" / "images").mkdir(parents=True)
+    for variant in ("go-sidecar", "loadgen"):
+        (project / "results" / "images" / f"{variant}.json").write_text("{}")
+    (project / "scripts" / "run_condition.py").write_text(STUB_RUN)
+    _knob_config(project, {"cpu_period_ms": [20]})
+    done = snakemake(project, "--config", "preset=kt", "--allowed-rules", "run_condition", "--",
+                     *_run_files([ARTICLE_ID, ARTICLE_ID + "_period20ms"]))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return project
+
+
+@pytest.mark.parametrize("knob_set, new_ids", [
+    ({"cpu_period_ms": [20]}, set()),
+    ({"cpu_period_ms": [20, 5]}, {ARTICLE_ID + "_period5ms"}),
+    ({"cpu_period_ms": [20], "cpu_burst_pct": [50]}, {ARTICLE_ID + "_period20ms_burst50"}),
+    ({"cpu_period_ms": [100, 20]}, set()),  # 100 ms is the article's period: the article condition itself
+    ({"cpu_quota": [False], "cpuset": ["1"]}, {ARTICLE_ID + "_noquota_cpuset1"}),
+    ({"gomaxprocs": [1]}, {ARTICLE_ID + "_gomaxprocs1"}),
+    # The topology and the weights: only the conditions they change; the process topology's runs stay valid.
+    ({"topology": ["process", "task"]}, {ARTICLE_ID + "_task"}),
+    ({"topology": ["task"], "app_cpu_units": [1024, 2]}, {ARTICLE_ID + "_task_appcpu1024", ARTICLE_ID + "_task"}),
+])
+def test_changing_a_knob_runs_only_the_conditions_it_changes(stubbed, knob_set, new_ids):
+    _knob_config(stubbed, knob_set)
+    import yaml
+
+    config = yaml.safe_load((stubbed / "config.yaml").read_text())
+    from sidecar_bench.experiment import load_experiment
+
+    ids = [c.id for c in load_experiment({**config, "preset": "kt"}).conditions]
+    plan = dry_run(stubbed, "--config", "preset=kt", "--allowed-rules", "run_condition", "--", *_run_files(ids))
+    assert plan.returncode == 0, plan.output
+    assert plan.conditions == new_ids, plan.output
+    # The article's condition, measured before, is never among them.
+    assert ARTICLE_ID not in plan.conditions
+
+
+def test_the_mitigations_preset_plans_each_knob_beside_the_article_settings(project):
+    plan = dry_run(project, "--config", "preset=mitigations")
+    assert plan.returncode == 0, plan.output
+    assert plan.jobs["run_condition"] == 105 * 3
+    for cid in ("go_cpu0.25_mem2048_sc3_load10", "go_cpu0.25_mem2048_sc3_load10_period5ms",
+                "go_cpu0.25_mem2048_sc3_load10_burst100", "go_cpu0.25_mem2048_sc3_load10_noquota_cpuset1",
+                "go_cpu0.25_mem2048_sc3_load10_gomaxprocs1", "next_cpu0.5_mem2048_sc3_load07_uvpool1",
+                "next_cpu0.25_mem2048_sc3_load02_semispace16", "next_cpu0.5_mem2048_sc3_load15_period20ms_burst100"):
+        assert cid in plan.conditions, cid
+
+
+def test_the_task_preset_plans_both_layouts(project):
+    plan = dry_run(project, "--config", "preset=task")
+    assert plan.returncode == 0, plan.output
+    assert plan.jobs["run_condition"] == 51 * 3
+    for cid in ("go_cpu0.25_mem2048_sc3_load05", "go_cpu0.25_mem2048_sc3_load05_task",
+                "next_cpu0.5_mem2048_sc3_load07_task_appcpu1024", "go_cpu0.25_mem2048_sc3_load10_gomaxprocs1_task"):
+        assert cid in plan.conditions, cid
 
 
 # ---- after a complete run: a missing run file, the analysis code -------------------------------------

@@ -24,6 +24,10 @@ V1_FILES = (
     "/sys/fs/cgroup/memory/memory.max_usage_in_bytes",
     "/sys/fs/cgroup/memory/memory.limit_in_bytes",
     "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes",
+    # The knobs' settings (conditions.KNOBS), read back: burst (Linux 5.14), shares, cpuset.
+    "/sys/fs/cgroup/cpu/cpu.cfs_burst_us",
+    "/sys/fs/cgroup/cpu/cpu.shares",
+    "/sys/fs/cgroup/cpuset/cpuset.cpus",
 )
 V2_FILES = (
     "/sys/fs/cgroup/cpu.stat",
@@ -31,6 +35,9 @@ V2_FILES = (
     "/sys/fs/cgroup/memory.peak",
     "/sys/fs/cgroup/memory.max",
     "/sys/fs/cgroup/memory.swap.max",
+    "/sys/fs/cgroup/cpu.max.burst",
+    "/sys/fs/cgroup/cpu.weight",
+    "/sys/fs/cgroup/cpuset.cpus.effective",
 )
 ROLES_FILE = "/run/sidecar-bench/roles"
 
@@ -70,6 +77,9 @@ class CgroupCounters:
     period_us: int | None = None
     quota_us: int | None = None  # -1 = no limit
     peak_memory_bytes: int | None = None
+    # Periods in which the group used burst, and the burst time; None where the kernel has no CFS burst.
+    nr_bursts: int | None = None
+    burst_ns: int | None = None
 
     def __post_init__(self) -> None:
         if self.source not in ("cgroup-v1", "cgroup-v2", "docker-api"):
@@ -106,6 +116,10 @@ class Limits:
     memory_limit_bytes: int | None
     # v1: memory.memsw.limit_in_bytes - memory; v2: memory.swap.max; None if swap is not accounted.
     swap_limit_bytes: int | None
+    cpu_burst_us: int | None = None  # None: no CFS burst file (kernel before 5.14)
+    cpu_shares: int | None = None  # v1 cpu.shares
+    cpu_weight: int | None = None  # v2 cpu.weight
+    cpuset_cpus: str | None = None  # v1 cpuset.cpus, v2 cpuset.cpus.effective
 
     @property
     def vcpu(self) -> float | None:
@@ -115,7 +129,9 @@ class Limits:
 
     def as_dict(self) -> dict[str, Any]:
         return {"cpu_quota_us": self.cpu_quota_us, "cpu_period_us": self.cpu_period_us, "vcpu": self.vcpu,
-                "memory_limit_bytes": self.memory_limit_bytes, "swap_limit_bytes": self.swap_limit_bytes}
+                "memory_limit_bytes": self.memory_limit_bytes, "swap_limit_bytes": self.swap_limit_bytes,
+                "cpu_burst_us": self.cpu_burst_us, "cpu_shares": self.cpu_shares, "cpu_weight": self.cpu_weight,
+                "cpuset_cpus": self.cpuset_cpus}
 
 
 @dataclass(frozen=True)
@@ -137,6 +153,8 @@ class TaskSnapshot:
     files: Mapping[str, str] = field(default_factory=dict, repr=False)
     limits: Limits | None = None
     host: HostCpu | None = None
+    # "@@..." lines of other readers (the task topology's @@role lines), in order.
+    extra: tuple[str, ...] = ()
 
 
 def parse_key_values(text: str) -> dict[str, int]:
@@ -162,6 +180,8 @@ def parse_v1(files: Mapping[str, str]) -> CgroupCounters:
         quota_us=_int_or_none(files.get(V1_FILES[2])),
         period_us=_int_or_none(files.get(V1_FILES[3])),
         peak_memory_bytes=_int_or_none(peak),
+        nr_bursts=stat.get("nr_bursts"),
+        burst_ns=stat.get("burst_time"),
     )
 
 
@@ -188,6 +208,8 @@ def parse_v2(files: Mapping[str, str]) -> CgroupCounters:
         quota_us=quota,
         period_us=period,
         peak_memory_bytes=_int_or_none(files.get(V2_FILES[2])),
+        nr_bursts=stat.get("nr_bursts"),
+        burst_ns=None if "burst_usec" not in stat else stat["burst_usec"] * 1000,
     )
 
 
@@ -220,6 +242,9 @@ def parse_limits(files: Mapping[str, str]) -> Limits | None:
             cpu_period_us=_int_or_none(files.get(V1_FILES[3])),
             memory_limit_bytes=memory,
             swap_limit_bytes=swap,
+            cpu_burst_us=_int_or_none(files.get(V1_FILES[7])),
+            cpu_shares=_int_or_none(files.get(V1_FILES[8])),
+            cpuset_cpus=_text_or_none(files.get(V1_FILES[9])),
         )
     if V2_FILES[1] in files or V2_FILES[3] in files:
         quota = period = None
@@ -227,7 +252,10 @@ def parse_limits(files: Mapping[str, str]) -> Limits | None:
             quota, period = parse_cpu_max(files[V2_FILES[1]])
         return Limits(cpu_quota_us=quota, cpu_period_us=period,
                       memory_limit_bytes=_max_or_int(files.get(V2_FILES[3])),
-                      swap_limit_bytes=_max_or_int(files.get(V2_FILES[4])))
+                      swap_limit_bytes=_max_or_int(files.get(V2_FILES[4])),
+                      cpu_burst_us=_int_or_none(files.get(V2_FILES[5])),
+                      cpu_weight=_int_or_none(files.get(V2_FILES[6])),
+                      cpuset_cpus=_text_or_none(files.get(V2_FILES[7])))
     return None
 
 
@@ -308,6 +336,7 @@ def parse_snapshot(text: str) -> TaskSnapshot:
     files: dict[str, list[str]] = {}
     processes = []
     cpu_lines: list[str] = []
+    extra: list[str] = []
     clk_tck = 100
     current: list[str] | None = None
     ended = False
@@ -326,6 +355,9 @@ def parse_snapshot(text: str) -> TaskSnapshot:
         elif line == "@@end":
             ended = True
             current = None
+        elif line.startswith("@@"):
+            current = None
+            extra.append(line)
         elif current is not None:
             current.append(line)
     if not ended:
@@ -340,7 +372,8 @@ def parse_snapshot(text: str) -> TaskSnapshot:
     uptime = float(texts["/proc/uptime"].split()[0]) if "/proc/uptime" in texts else None
     roles = parse_roles(texts.get(ROLES_FILE, ""))
     return TaskSnapshot(counters=counters, roles=roles, processes=tuple(processes), clk_tck=clk_tck,
-                        uptime_s=uptime, files=texts, limits=parse_limits(texts), host=parse_host_cpu(cpu_lines))
+                        uptime_s=uptime, files=texts, limits=parse_limits(texts), host=parse_host_cpu(cpu_lines),
+                        extra=tuple(extra))
 
 
 def counters_delta(before: CgroupCounters, after: CgroupCounters) -> dict[str, Any]:
@@ -356,7 +389,12 @@ def counters_delta(before: CgroupCounters, after: CgroupCounters) -> dict[str, A
         "period_us": after.period_us,
         "quota_us": after.quota_us,
     }
-    negative = [key for key in ("nr_periods", "nr_throttled", "throttled_s", "usage_s") if delta[key] < 0]
+    if before.nr_bursts is not None and after.nr_bursts is not None:
+        delta["nr_bursts"] = after.nr_bursts - before.nr_bursts
+    if before.burst_ns is not None and after.burst_ns is not None:
+        delta["burst_s"] = (after.burst_ns - before.burst_ns) / 1e9
+    negative = [key for key in ("nr_periods", "nr_throttled", "throttled_s", "usage_s", "nr_bursts", "burst_s")
+                if delta.get(key, 0) < 0]
     if negative:
         raise SnapshotError(f"cgroup counters went backwards ({', '.join(negative)}): was the container restarted?")
     return delta
@@ -411,6 +449,10 @@ def _max_or_int(text: str | None) -> int | None:
     if text is not None and text.strip() == "max":
         return -1
     return _int_or_none(text)
+
+
+def _text_or_none(text: str | None) -> str | None:
+    return None if text is None or not text.strip() else text.strip()
 
 
 # cgroup v1 writes "no limit" as the largest page-aligned counter (9223372036854771712 with 4 KiB pages);

@@ -6,9 +6,11 @@ A condition is a value. Its id is readable and stable, so that a run file
 
 from __future__ import annotations
 
+import functools
 import itertools
+import re
 from decimal import Decimal
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterable, Mapping
 
 APPS = ("go", "next")
@@ -37,6 +39,41 @@ MIN_MEMORY_MB = {"go": 32, "next": 128}
 # line per request to a file, as a sidecar's log router would read it, "haproxy-nolog" logs nothing.
 PROXIES = ("busy-loop", "haproxy", "haproxy-nolog")
 DEFAULT_PROXY = PROXIES[0]
+# The CFS period Docker and the kernel accept (docker run --cpu-period: 1 ms to 1 s), and the smallest quota
+# (--cpu-quota: 1 ms). The article's period, Docker's default with --cpus, is 100 ms.
+MIN_PERIOD_MS, MAX_PERIOD_MS, DEFAULT_PERIOD_MS = 1.0, 1000.0, 100.0
+MIN_QUOTA_US = 1000
+# A cpuset as docker run --cpuset-cpus takes it: "0", "0-1", "0,2", "0-1,3".
+CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+# CPU shares of a task without a quota: ECS gives a task cgroup its cpu units, 1024 per vCPU.
+SHARES_PER_VCPU = 1024
+# The knobs against CFS throttling (docs/method.md, "Knobs against throttling"): condition fields whose
+# default is the article's setting. At the default a knob is absent from the id and from as_dict(), so
+# that every condition without knobs keeps its id and its rerun fingerprint.
+KNOBS = ("cpu_period_ms", "cpu_burst_pct", "cpu_quota", "cpuset", "gomaxprocs", "uv_threadpool_size",
+         "node_semi_space_mb", "topology", "app_cpu_units", "sidecar_cpu_units")
+KNOB_DEFAULTS: dict[str, Any] = {"cpu_period_ms": None, "cpu_burst_pct": None, "cpu_quota": True, "cpuset": None,
+                                 "gomaxprocs": None, "uv_threadpool_size": None, "node_semi_space_mb": None,
+                                 "topology": "process", "app_cpu_units": None, "sidecar_cpu_units": None}
+# How a task is laid out in cgroups (docs/method.md, "The task topology"): process - one container, the app and
+# its sidecars processes of one cgroup (the article's); task - ECS's layout, a task cgroup with the quota and one
+# container per role under it, each with its own CPU weight.
+TOPOLOGIES = ("process", "task")
+# ECS container cpu units -> CPUShares: 2 when unset (0 and 1 become 2), at most 262144.
+MIN_SHARES, MAX_SHARES = 2, 262144
+
+
+def cpuset_cpus(text: str) -> list[int]:
+    """'0-1,3' -> [0, 1, 3]; ConfigError if it is not a cpuset."""
+    if not CPUSET.match(text):
+        raise ConfigError(f"cpuset: {text!r} is not a CPU list like 0, 0-1 or 0,2")
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        if high and int(high) < int(low):
+            raise ConfigError(f"cpuset: {text!r} has a range that runs backwards ({part})")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return sorted(cpus)
 
 
 class ConfigError(ValueError):
@@ -52,7 +89,8 @@ def _number_text(value: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-@dataclass(frozen=True, order=True)
+@functools.total_ordering
+@dataclass(frozen=True)
 class Condition:
     """One task configuration: app, CPU and memory limits, sidecars and their load."""
 
@@ -62,6 +100,17 @@ class Condition:
     sidecar_count: int
     sidecar_load_pct: float
     proxy: str = DEFAULT_PROXY
+    # Knobs (KNOBS); None / True: the article's setting.
+    cpu_period_ms: float | None = None  # CFS period (docker run --cpu-period); None: 100 ms
+    cpu_burst_pct: float | None = None  # CFS burst in % of one period's quota (cpu.cfs_burst_us, cpu.max.burst)
+    cpu_quota: bool = True  # False: no quota, CPU shares = vcpu x 1024 (weights only)
+    cpuset: str | None = None  # docker run --cpuset-cpus
+    gomaxprocs: int | None = None  # Go: GOMAXPROCS in the app's environment
+    uv_threadpool_size: int | None = None  # Next.js: UV_THREADPOOL_SIZE
+    node_semi_space_mb: int | None = None  # Next.js: NODE_OPTIONS=--max-semi-space-size
+    topology: str = "process"  # TOPOLOGIES
+    app_cpu_units: int | None = None  # task topology: the app container's CPU shares (ECS cpu units); None: 2
+    sidecar_cpu_units: int | None = None  # task topology: each sidecar container's CPU shares; None: 2
     # Load model axis (open loop): defaults keep a closed condition's id and as_dict() unchanged.
     load_model: str = "closed"
     rate_share: float = 0.0  # open: the rate as a share of the setup's capacity; closed: 0
@@ -89,6 +138,16 @@ class Condition:
         object.__setattr__(self, "vcpu", float(self.vcpu))
         object.__setattr__(self, "sidecar_load_pct", float(self.sidecar_load_pct))
         object.__setattr__(self, "rate_share", float(self.rate_share))
+        self._check_knobs()
+        if self.real_proxy and self.topology != "process":
+            # The task topology runs each sidecar in a container of its own; a real proxy is built only
+            # into the single-container images so far.
+            raise ConfigError(f"proxy: {self.proxy!r} runs only in the process topology, not with topology "
+                              f"{self.topology!r}")
+        if self.is_open and self.topology != "process":
+            # The task topology's containers (TaskMeasurement) have no open-loop generator yet.
+            raise ConfigError(f"load_model: {self.load_model!r} runs only in the process topology, not with "
+                              f"topology {self.topology!r}")
 
     def _check_load_model(self) -> None:
         if self.load_model not in LOAD_MODELS:
@@ -105,14 +164,151 @@ class Condition:
             raise ConfigError(f"rate_share: {self.rate_share!r} / arrivals: {self.arrivals!r} are set, but "
                               "load_model is closed: they apply to load_model open only")
 
+    def _check_knobs(self) -> None:
+        """Validate the knobs and bring each to one form: the article's setting written out (period 100 ms,
+        burst 0) becomes the default, so that it is the article's condition, with its id."""
+        period = self.cpu_period_ms
+        if period is not None:
+            if isinstance(period, bool) or not isinstance(period, (int, float)) \
+                    or not MIN_PERIOD_MS <= period <= MAX_PERIOD_MS:
+                raise ConfigError(f"cpu_period_ms: {period!r} is not a number from {MIN_PERIOD_MS:g} to "
+                                  f"{MAX_PERIOD_MS:g} (the CFS periods Docker accepts)")
+            if round(period * 1000) != period * 1000:
+                raise ConfigError(f"cpu_period_ms: {period!r} is not a whole number of microseconds")
+            object.__setattr__(self, "cpu_period_ms", None if period == DEFAULT_PERIOD_MS else float(period))
+        burst = self.cpu_burst_pct
+        if burst is not None:
+            if isinstance(burst, bool) or not isinstance(burst, (int, float)) or not 0 <= burst <= 100:
+                raise ConfigError(f"cpu_burst_pct: {burst!r} is not within 0..100 (% of one period's quota; the "
+                                  "kernel refuses a burst above the quota)")
+            object.__setattr__(self, "cpu_burst_pct", None if burst == 0 else float(burst))
+        if not isinstance(self.cpu_quota, bool):
+            raise ConfigError(f"cpu_quota: {self.cpu_quota!r} is not true or false")
+        if not self.cpu_quota and self.cpu_period_ms is not None:
+            raise ConfigError(f"cpu_period_ms: {self.cpu_period_ms:g} with cpu_quota false: a period means nothing "
+                              "without a quota")
+        if not self.cpu_quota and self.cpu_burst_pct is not None:
+            raise ConfigError(f"cpu_burst_pct: {self.cpu_burst_pct:g} with cpu_quota false: a burst means nothing "
+                              "without a quota")
+        if self.cpu_period_ms is not None and self.quota_us < MIN_QUOTA_US:
+            raise ConfigError(f"cpu_period_ms: {self.period_us / 1000:g} at vcpu {self.vcpu:g} makes a quota of "
+                              f"{self.quota_us} us, below the {MIN_QUOTA_US} us the kernel accepts; lengthen the period")
+        if self.cpuset is not None:
+            if not isinstance(self.cpuset, str):
+                object.__setattr__(self, "cpuset", str(self.cpuset))
+            cpus = cpuset_cpus(self.cpuset)
+            if self.cpu_quota and self.vcpu > len(cpus):
+                raise ConfigError(f"cpuset: {self.cpuset!r} has {len(cpus)} CPU(s), fewer than vcpu {self.vcpu:g}: the "
+                                  "quota could never be used; set cpu_quota false to make the cpuset the budget")
+        if self.topology not in TOPOLOGIES:
+            raise ConfigError(f"topology: {self.topology!r} is not one of {', '.join(TOPOLOGIES)}")
+        for name in ("app_cpu_units", "sidecar_cpu_units"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SHARES:
+                raise ConfigError(f"{name}: {value!r} is not a whole number from 0 to {MAX_SHARES} (ECS cpu units)")
+            if self.topology != "task":
+                raise ConfigError(f"{name}: {value} needs topology task: in the process topology the app and its "
+                                  "sidecars share one cgroup, there is no weight between them")
+            # As ECS: 0 and 1 become 2, and 2 is what an unset value gets.
+            object.__setattr__(self, name, None if value <= MIN_SHARES else value)
+        if self.topology == "task" and self.cpuset is not None:
+            raise ConfigError(f"cpuset: {self.cpuset!r} is not supported with topology task (a cpuset on the task "
+                              "cgroup is not built); use it with topology process")
+        for name, app, low, high in (("gomaxprocs", "go", 1, 1024), ("uv_threadpool_size", "next", 1, 1024),
+                                     ("node_semi_space_mb", "next", 1, 1024)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigError(f"{name}: {value!r} is not a whole number from {low} to {high}")
+            if self.app != app:
+                raise ConfigError(f"{name}: {value} is a setting of the {app} app, not of {self.app}")
+
+    def sort_key(self) -> tuple[Any, ...]:
+        """The article's fields in order, then the knobs' id parts ("" at the article's settings first), then the
+        load model (closed first)."""
+        return (self.app, self.vcpu, self.memory_mb, self.sidecar_count, self.sidecar_load_pct, self.proxy_suffix,
+                self.id_parts(), self.load_model, self.rate_share, self.arrivals)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Condition):
+            return NotImplemented
+        return self.sort_key() < other.sort_key()
+
+    @property
+    def period_us(self) -> int:
+        return round((self.cpu_period_ms or DEFAULT_PERIOD_MS) * 1000)
+
+    @property
+    def quota_us(self) -> int:
+        """The CFS quota the condition sets (-1 without one)."""
+        return round(self.vcpu * self.period_us) if self.cpu_quota else -1
+
+    @property
+    def burst_us(self) -> int:
+        return round(self.quota_us * (self.cpu_burst_pct or 0) / 100) if self.cpu_quota else 0
+
+    @property
+    def cpu_shares(self) -> int | None:
+        """CPU shares without a quota (vcpu x 1024, at least 2); None: Docker's default."""
+        return None if self.cpu_quota else max(2, round(self.vcpu * SHARES_PER_VCPU))
+
+    @property
+    def knobs(self) -> dict[str, Any]:
+        """The knobs that differ from the article's settings."""
+        return {name: getattr(self, name) for name in KNOBS if getattr(self, name) != KNOB_DEFAULTS[name]}
+
+    @property
+    def knobs_text(self) -> str:
+        """'period 5 ms, burst 50 %' (empty at the article's settings): the summary's and tables' label."""
+        words = {"cpu_period_ms": lambda v: f"period {v:g} ms", "cpu_burst_pct": lambda v: f"burst {v:g} %",
+                 "cpu_quota": lambda v: "no quota", "cpuset": lambda v: f"cpuset {v}",
+                 "gomaxprocs": lambda v: f"GOMAXPROCS {v}", "uv_threadpool_size": lambda v: f"UV_THREADPOOL_SIZE {v}",
+                 "node_semi_space_mb": lambda v: f"semi-space {v} MB", "topology": lambda v: f"{v} topology",
+                 "app_cpu_units": lambda v: f"app cpu {v}", "sidecar_cpu_units": lambda v: f"sidecar cpu {v}"}
+        return ", ".join(words[name](value) for name, value in self.knobs.items())
+
     @property
     def id(self) -> str:
         load = self.sidecar_load_pct
         load_text = f"{int(load):02d}" if load == int(load) else _number_text(load)
-        return (
+        base = (
             f"{self.app}_cpu{_number_text(self.vcpu)}_mem{self.memory_mb}"
             f"_sc{self.sidecar_count}_load{load_text}"
-        ) + self.proxy_suffix + self.load_model_suffix
+        )
+        return base + self.proxy_suffix + "".join(f"_{part}" for part in self.id_parts()) + self.load_model_suffix
+
+    def id_parts(self) -> list[str]:
+        """The knobs' parts of the id, in KNOBS order; none at the article's settings."""
+        parts = []
+        if self.cpu_period_ms is not None:
+            parts.append(f"period{_number_text(self.cpu_period_ms)}ms")
+        if self.cpu_burst_pct is not None:
+            parts.append(f"burst{_number_text(self.cpu_burst_pct)}")
+        if not self.cpu_quota:
+            parts.append("noquota")
+        if self.cpuset is not None:
+            parts.append("cpuset" + self.cpuset.replace("-", "to").replace(",", "and"))
+        if self.gomaxprocs is not None:
+            parts.append(f"gomaxprocs{self.gomaxprocs}")
+        if self.uv_threadpool_size is not None:
+            parts.append(f"uvpool{self.uv_threadpool_size}")
+        if self.node_semi_space_mb is not None:
+            parts.append(f"semispace{self.node_semi_space_mb}")
+        if self.topology != "process":
+            parts.append(self.topology)
+        if self.app_cpu_units is not None:
+            parts.append(f"appcpu{self.app_cpu_units}")
+        if self.sidecar_cpu_units is not None:
+            parts.append(f"sccpu{self.sidecar_cpu_units}")
+        return parts
+
+    def role_shares(self, role: str) -> int:
+        """The task topology's CPU shares of a role's container (ECS: the container's cpu units, 2 when unset)."""
+        units = self.app_cpu_units if role == "app" else self.sidecar_cpu_units
+        return MIN_SHARES if units is None else units
 
     @property
     def proxy_suffix(self) -> str:
@@ -137,9 +333,9 @@ class Condition:
 
     @property
     def capacity_condition(self) -> "Condition":
-        """The closed-loop condition whose throughput is this setup's capacity: same app, vCPU, memory and
-        sidecar count, sidecars idle (load 0)."""
-        return Condition(self.app, self.vcpu, self.memory_mb, self.sidecar_count, 0.0, proxy=self.proxy)
+        """The closed-loop condition whose throughput is this setup's capacity: same app, vCPU, memory, sidecar
+        count, proxy and knobs, sidecars idle (load 0)."""
+        return replace(self, sidecar_load_pct=0.0, load_model="closed", rate_share=0.0, arrivals=DEFAULT_ARRIVALS)
 
     @property
     def total_sidecar_load_pct(self) -> float:
@@ -158,19 +354,22 @@ class Condition:
         return ROLES[: self.sidecar_count]
 
     def as_dict(self) -> dict[str, Any]:
+        """The condition as params and run files hold it; a knob, a real proxy or the open loop's fields only when
+        they are not the article's setting (so that a condition without them has the same params, hence rerun
+        fingerprint, as before they existed)."""
         values = asdict(self)
-        if not self.real_proxy:
-            # Absent at the default: a condition's dict is its run's rerun trigger (params).
-            del values["proxy"]
-        if not self.is_open:
-            # A closed condition's dict (a rerun trigger, through params) is what it was before the axis.
-            for key in OPEN_AXES:
-                del values[key]
-        return {"id": self.id, **values, "total_sidecar_load_pct": self.total_sidecar_load_pct}
+        plain = {name: value for name, value in values.items()
+                 if name not in KNOBS and name != "proxy" and name not in OPEN_AXES}
+        if self.real_proxy:
+            plain["proxy"] = self.proxy
+        if self.is_open:
+            plain.update({name: values[name] for name in OPEN_AXES})
+        return {"id": self.id, **plain, "total_sidecar_load_pct": self.total_sidecar_load_pct, **self.knobs}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Condition":
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        optional = set(KNOBS) | {"proxy"} | set(OPEN_AXES)
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data or f.name not in optional})
 
 
 @dataclass(frozen=True)
@@ -225,10 +424,11 @@ class LoadSettings:
 
 
 AXES = ("app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct")
-# Axes a set may leave out, with the value they then take.
-OPTIONAL_AXES = {"proxy": [DEFAULT_PROXY]}
 # Optional axes of a set (load model; absent: closed).
 OPEN_AXES = ("load_model", "rate_share", "arrivals")
+# Optional axes of a set: the proxy, each knob and the load model, as a list of values (absent: the article's
+# setting, closed).
+OPTIONAL_AXES = ("proxy",) + KNOBS + OPEN_AXES
 
 
 def check_startable(condition: Condition, where: str = "") -> None:
@@ -253,14 +453,15 @@ def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
     missing = [axis for axis in AXES if axis not in axes]
     if missing:
         raise ConfigError(f"sets.{name}: missing axis {', '.join(missing)}")
-    unknown = sorted(set(axes) - set(AXES) - set(OPTIONAL_AXES) - set(OPEN_AXES))
+    unknown = sorted(set(axes) - set(AXES) - set(OPTIONAL_AXES))
     if unknown:
         raise ConfigError(f"sets.{name}: unknown axis {', '.join(unknown)}")
-    axes = _with_load_model_axes(name, {**OPTIONAL_AXES, **axes})
-    names = AXES + tuple(OPTIONAL_AXES) + OPEN_AXES
+    axes = _with_load_model_axes(name, axes)
+    used = AXES + tuple(axis for axis in OPTIONAL_AXES if axis in axes)
     conditions: dict[str, Condition] = {}
-    for values in itertools.product(*(axes[axis] for axis in names)):
-        params = dict(zip(names, values))
+    for values in itertools.product(*(axes[axis] for axis in used)):
+        params = dict(zip(used, values))
+        params.setdefault("proxy", DEFAULT_PROXY)
         if params["sidecar_count"] == 0:
             # No sidecar, no proxy: one condition, the app alone.
             params["sidecar_load_pct"] = 0

@@ -71,10 +71,17 @@ def remove_stale_containers(client: docker.DockerClient) -> list[str]:
         if not mine and lease.stale_reason(held) is None:
             log.warning("not sweeping containers: engine leased by %s", lease.describe_labels(labels))
             return []
+    from . import taskcgroup
+
     removed = []
+    # The task topology's readers name a task cgroup: removed last, once their cgroups are gone.
+    readers = []
     for container in client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"}):
         if lease.LEASE_LABEL in (container.labels or {}):
             continue  # a lease: broken only by the lease's own staleness rules
+        if taskcgroup.CGROUP_LABEL in (container.labels or {}):
+            readers.append(container)
+            continue
         log.warning("removing container %s left by a run that did not finish (%s)", container.name,
                     container.labels.get(CONDITION_LABEL, "?"))
         try:
@@ -85,6 +92,19 @@ def remove_stale_containers(client: docker.DockerClient) -> list[str]:
             log.error("could not remove container %s: %s", container.name, err)
             continue
         removed.append(container.name)
+    if readers:
+        names = [reader.labels[taskcgroup.CGROUP_LABEL] for reader in readers]
+        log.warning("removing task cgroup(s) %s left by runs that did not finish", ", ".join(sorted(names)))
+        if taskcgroup.remove_cgroups(client, readers[0].attrs.get("Image") or readers[0].image.id, names):
+            for reader in readers:
+                try:
+                    reader.remove(force=True)
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as err:
+                    log.error("could not remove container %s: %s", reader.name, err)
+                    continue
+                removed.append(reader.name)
     return removed
 
 

@@ -35,8 +35,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 METADATA_KEY = b"sidecar_bench"
 FAILURE_KEY = b"sidecar_bench_failure"
 FAILURE_VERSION = 1
@@ -76,13 +76,16 @@ ENVIRONMENT_KEYS = ("hostname", "cpu_model", "cpu_count", "kernel", "cgroup_vers
 # What version 2 adds, as (section, key); section "" is the top level.
 V2_KEYS = (("", "repeat"), ("window", "load_s"), ("", "limits"), ("", "host"), ("", "loadgen"),
            ("requests", "cap_reached"))
+# What version 3 adds: the knobs against throttling the condition set and what was read back of them
+# (docs/run-file-format.md); limits and cgroup gain optional keys (burst, shares, weight, cpuset, nr_bursts).
+V3_KEYS = (("", "knobs"),)
 LIMITS_KEYS = ("cpu_quota_us", "cpu_period_us", "vcpu", "memory_limit_bytes", "swap_limit_bytes")
 HOST_KEYS = ("cpus", "busy_s", "total_s")
 LOADGEN_KEYS = ("cpu_s",)
 
 
 class RunFileError(ValueError):
-    """A run record or run file that does not follow format version 1 or 2."""
+    """A run record or run file that does not follow format version 1, 2 or 3."""
 
 
 class FailedRunError(RunFileError):
@@ -135,7 +138,7 @@ def to_table(frame: pd.DataFrame) -> pa.Table:
 
 
 def validate_meta(meta: Mapping[str, Any]) -> None:
-    """Raise RunFileError naming the first thing that is not format version 1 or 2 (as the file says)."""
+    """Raise RunFileError naming the first thing that is not format version 1, 2 or 3 (as the file says)."""
     missing = [key for key in META_SECTIONS if key not in meta]
     if missing:
         raise RunFileError(f"run metadata lacks {', '.join(missing)}")
@@ -145,6 +148,10 @@ def validate_meta(meta: Mapping[str, Any]) -> None:
                            f"{' and '.join(map(str, READABLE_VERSIONS))}")
     if version >= 2:
         _validate_v2(meta)
+    if version >= 3:
+        lacking = [key for section, key in V3_KEYS if key not in meta]
+        if lacking or not isinstance(meta.get("knobs"), dict):
+            raise RunFileError("run metadata (format_version 3) lacks knobs (a mapping)")
     for section, keys in (("condition", CONDITION_KEYS), ("requests", REQUEST_KEYS), ("cgroup", CGROUP_KEYS),
                           ("container", CONTAINER_KEYS), ("environment", ENVIRONMENT_KEYS)):
         lacking = [key for key in keys if key not in meta[section]]

@@ -51,6 +51,7 @@ by design), only the TCP counters do.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -70,7 +71,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from . import cgroup, environment, hey, openloop, record, warmup
+from . import cgroup, environment, hey, knobs, openloop, record, taskcgroup, warmup
 from . import proxy as proxymod
 from .conditions import Condition, LoadSettings
 
@@ -142,6 +143,8 @@ def watched(deadline_s: int, command: list[str]) -> list[str]:
 
 # hey writes its CSV here, inside the load generator (its own file system: one run only).
 LOADGEN_CSV = "/tmp/hey.csv"
+# The sidecar program in the task images (task-image/sidecar): the task topology runs it as a container's command.
+SIDECAR_SCRIPT = "/sidecar/sidecar.py"
 VCPU_TOLERANCE = 1e-3
 # hey formats its CSV with text/template after the load stops, ~15 µs a row (15 s at its
 # 1,000,000-row cap), so its exit is not the load's end: the after-snapshot is taken this long
@@ -393,6 +396,7 @@ def task_environment(condition: Condition, sidecar_burn: str = "wall") -> dict[s
         "SIDECAR_LOAD": f"{condition.sidecar_load_pct:g}",
         "SIDECAR_BURN": sidecar_burn,
         **proxymod.environment(condition),
+        **knobs.runtime_environment(condition),
     }
 
 
@@ -461,7 +465,13 @@ def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods:
     accounted is refused too, since nothing then stops the task from swapping);
     nr_periods must grow over a loaded window: on a cgroup v2 host without a
     delegated cpu controller the counters would not be the task's.
+    The knobs (period, burst, no quota and its shares, cpuset) are checked the same way.
     """
+    if condition.knobs:
+        check_knob_limits(condition, limits)
+    if not condition.cpu_quota:
+        check_memory(condition, limits)
+        return
     if limits is None or limits.vcpu is None:
         found = "no cgroup limit files" if limits is None else (
             f"cpu quota {limits.cpu_quota_us} / period {limits.cpu_period_us} us")
@@ -470,10 +480,19 @@ def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods:
     if abs(limits.vcpu - condition.vcpu) > VCPU_TOLERANCE:
         raise RunError(f"{condition.id}: expected a CPU limit of {condition.vcpu:g} vCPU, the task's cgroup has "
                        f"quota {limits.cpu_quota_us} / period {limits.cpu_period_us} us = {limits.vcpu:g} vCPU")
+    check_memory(condition, limits)
+    if nr_periods <= 0:
+        raise RunError(f"{condition.id}: the task cgroup's nr_periods did not increase over the window "
+                       f"(delta {nr_periods}): its CPU counters are not the task's own (cgroup v2 without "
+                       "the cpu controller delegated to containers?); enable it and rerun")
+
+
+def check_memory(condition: Condition, limits: cgroup.Limits | None) -> None:
+    """Fail unless the task's cgroup holds the condition's memory limit and no swap."""
     expected_memory = condition.memory_mb * 2**20
-    if limits.memory_limit_bytes != expected_memory:
-        found = {None: "no memory limit file", -1: "no memory limit"}.get(limits.memory_limit_bytes,
-                                                                          f"{limits.memory_limit_bytes} bytes")
+    memory = None if limits is None else limits.memory_limit_bytes
+    if memory != expected_memory:
+        found = {None: "no memory limit file", -1: "no memory limit"}.get(memory, f"{memory} bytes")
         raise RunError(f"{condition.id}: expected a memory limit of {condition.memory_mb} MiB ({expected_memory} "
                        f"bytes), the task's cgroup has {found}")
     swap = limits.swap_limit_bytes
@@ -489,10 +508,45 @@ def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods:
             found = f"allows {swap} bytes ({swap / 2**20:g} MiB) of swap"
         raise RunError(f"{condition.id}: expected no swap (memory + swap limited to the memory limit, "
                        f"{expected_memory} bytes), the task's cgroup {found}")
-    if nr_periods <= 0:
-        raise RunError(f"{condition.id}: the task cgroup's nr_periods did not increase over the window "
-                       f"(delta {nr_periods}): its CPU counters are not the task's own (cgroup v2 without "
-                       "the cpu controller delegated to containers?); enable it and rerun")
+
+
+def check_knob_limits(condition: Condition, limits: cgroup.Limits | None) -> None:
+    """Fail unless the task's cgroup holds the knobs' settings: quota and period, burst, shares, cpuset."""
+    if limits is None:
+        raise RunError(f"{condition.id}: no cgroup limit files to check {condition.knobs_text} against")
+    found = (limits.cpu_quota_us, limits.cpu_period_us)
+    if found != (condition.quota_us, condition.period_us):
+        raise RunError(f"{condition.id}: expected CPU quota {condition.quota_us} / period {condition.period_us} us "
+                       f"({condition.knobs_text}), the task's cgroup has quota {found[0]} / period {found[1]} us")
+    if condition.cpu_burst_pct is not None and limits.cpu_burst_us != condition.burst_us:
+        raise RunError(f"{condition.id}: expected a CFS burst of {condition.burst_us} us, the task's cgroup has "
+                       f"{limits.cpu_burst_us}")
+    if condition.cpu_shares is not None:
+        if limits.cpu_shares is not None and limits.cpu_shares != condition.cpu_shares:
+            raise RunError(f"{condition.id}: expected {condition.cpu_shares} CPU shares, the task's cgroup has "
+                           f"{limits.cpu_shares}")
+        if limits.cpu_shares is None and limits.cpu_weight is None:
+            raise RunError(f"{condition.id}: the task's cgroup shows neither cpu.shares nor cpu.weight")
+    if condition.cpuset is not None:
+        found_cpus = None if limits.cpuset_cpus is None else knob_cpus(limits.cpuset_cpus)
+        if found_cpus != knob_cpus(condition.cpuset):
+            raise RunError(f"{condition.id}: expected cpuset {condition.cpuset}, the task's cgroup has "
+                           f"{limits.cpuset_cpus}")
+
+
+def knob_cpus(text: str) -> list[int]:
+    from .conditions import cpuset_cpus
+
+    return cpuset_cpus(text)
+
+
+def check_app_environment(condition: Condition, found: Mapping[str, str]) -> None:
+    """Fail unless the app process runs with the runtime settings the condition asks for (and no other)."""
+    expected = knobs.runtime_environment(condition)
+    for name in ("GOMAXPROCS", "UV_THREADPOOL_SIZE", "NODE_OPTIONS"):
+        if found.get(name) != expected.get(name):
+            raise RunError(f"{condition.id}: expected the app to run with {name}={expected.get(name, '(unset)')}, "
+                           f"its environment has {found.get(name, '(unset)')}")
 
 
 class Measurement:
@@ -561,13 +615,15 @@ class Measurement:
             name=container_name(condition, self.run_id, "task"),
             environment=task_environment(condition, self.load.sidecar_burn),
             labels=labels(condition, self.run_id, "task"),
-            nano_cpus=round(condition.vcpu * 1e9),
+            **knobs.task_cpu_options(condition),
             mem_limit=memory,
             memswap_limit=memory,  # equal to the memory limit: no swap
             network_mode="none",
             **hardening(proxymod.task_tmpfs(condition, TASK_TMPFS)),
         )
         log.info("started task container %s (%s)", self.task.name, self.task.short_id)
+        if condition.cpu_burst_pct is not None:
+            self.set_burst()
         try:
             self.loadgen = self._start_attached(
                 self.loadgen_image.id,
@@ -636,6 +692,48 @@ class Measurement:
         return summary
 
     # --- end load model -------------------------------------------------------------------------
+
+    def check_roles_alive(self) -> None:
+        """The process topology's roles live in the task container, checked with it: nothing more here."""
+
+    def check_layout(self, snapshot: cgroup.TaskSnapshot) -> dict[str, Any] | None:
+        """The task topology's cgroup layout, checked and described; the process topology has none."""
+        return None
+
+    def role_cpu(self, before: cgroup.TaskSnapshot, after: cgroup.TaskSnapshot) -> dict[str, float]:
+        """CPU seconds of each role over the window: each role's process tree in the task container."""
+        return cgroup.role_cpu_seconds(before, after)
+
+    def set_burst(self) -> None:
+        """Write the CFS burst into the task's cgroup with the helper container (knobs.py says why one)."""
+        info = self.client.info()
+        burst = self.condition.burst_us
+        try:
+            output = self.client.containers.run(
+                self.loadgen_image.id,
+                entrypoint=["sh"],
+                command=knobs.helper_command(info, self.task.id, burst),
+                name=container_name(self.condition, self.run_id, "burst"),
+                labels=labels(self.condition, self.run_id, "burst"),
+                remove=True,
+                stdout=True,
+                stderr=True,
+                **knobs.helper_options(info),
+            )
+        except docker.errors.ContainerError as err:
+            raise RunError(f"{self.condition.id}: setting the CFS burst to {burst} us failed: "
+                           f"{(err.stderr or b'').decode(errors='replace').strip()[:300]}") from err
+        written = output.decode(errors="replace").strip()
+        if written != str(burst):
+            raise RunError(f"{self.condition.id}: wrote a CFS burst of {burst} us, the cgroup holds {written!r}")
+        log.info("set the task's CFS burst to %d us", burst)
+
+    def app_environment(self) -> dict[str, str]:
+        """The runtime settings in the app process's own environment (/proc/PID/environ)."""
+        result = exec_in(self.client, self.task.id, ["sh", "-c", knobs.APP_ENV_SCRIPT, "env", cgroup.ROLES_FILE])
+        if result.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading the app's environment failed: {result.stderr[:300]}")
+        return knobs.parse_app_env(result.stdout)
 
     def start_error(self, what: str, phase: str = "start", detail: str = "",
                     died: Mapping[str, Any] | None = None, oom_killed: bool = False) -> AppStopped:
@@ -910,7 +1008,13 @@ def run_condition(
     load = as_load(load)
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise RunError(f"{condition.id}: repeat {repeat!r} is not a whole number >= 1")
-    check_host_capacity(client.info(), condition, host_name, engine_address(client))
+    info = client.info()
+    check_host_capacity(info, condition, host_name, engine_address(client))
+    try:
+        knobs.check_supported(info, condition, host_name)
+        taskcgroup.check_supported(info, condition, host_name)
+    except knobs.KnobError as err:
+        raise RunError(str(err)) from None
     task_image = _image(client, task_image, "task")
     loadgen_image = _image(client, loadgen_image, "load generator")
     if condition.is_open:
@@ -926,7 +1030,8 @@ def run_condition(
     run_id = uuid.uuid4().hex
     run_started = utc_now()
     warmed = None  # the until_steady warm-up's record, if that mode ran
-    measurement = Measurement(client, condition, load, task_image, loadgen_image, run_id, open_load, repeat)
+    kind = TaskMeasurement if condition.topology == "task" else Measurement
+    measurement = kind(client, condition, load, task_image, loadgen_image, run_id, open_load, repeat)
     saved_timeout = client.api.timeout
     # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
     client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s, warmup.BURST_S) + HEY_GRACE_S + 60)
@@ -1047,6 +1152,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                             died=_role_gone(snap_before, snap_after))
     if state.get("Status") != "running":
         raise m.start_error("stopped during the measured window", "window")
+    m.check_roles_alive()
     try:
         samples = hey.parse_csv(csv_text)
         check = hey.check_samples(samples, load.duration_s, load.concurrency)
@@ -1094,13 +1200,18 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         cpu["end_lag_s"] = round(snap_after.uptime_s - (hey_start + check.span_s), 2)
     limits = snap_after.limits or cgroup.limits_from_host_config(m.task.attrs.get("HostConfig") or {})
     check_limits(condition, limits, cpu["nr_periods"])
+    layout = m.check_layout(snap_after)
+    runtime = None
+    if knobs.runtime_environment(condition):
+        runtime = m.app_environment()
+        check_app_environment(condition, runtime)
 
     expected_roles = {"app", *condition.roles}
     if set(snap_before.roles) != expected_roles:
         raise RunError(f"{condition.id}: the task's roles file lists {sorted(snap_before.roles)}, "
                        f"the condition needs {sorted(expected_roles)}")
     try:
-        cpu_by_role = cgroup.role_cpu_seconds(snap_before, snap_after)
+        cpu_by_role = m.role_cpu(snap_before, snap_after)
     except cgroup.SnapshotError as err:
         # A role's process ended inside the window while the task was still stopping the rest: a
         # RunError, so that run_condition waits for the task's exit and reports the process's death.
@@ -1130,6 +1241,8 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
                      "cap_reached": check.cap_reached},
         "cgroup": cpu,
         "limits": limits.as_dict(),
+        "knobs": {**condition.knobs, **({"app_environment": runtime} if runtime is not None else {}),
+                  **({"layout": layout} if layout is not None else {})},
         "host": None if host is None else {"cpus": host["cpus"], "busy_s": round(host["busy_s"], 3),
                                            "total_s": round(host["total_s"], 3)},
         "loadgen": {"cpu_s": None if loadgen_cpu_s is None else round(loadgen_cpu_s, 6)},
@@ -1193,3 +1306,165 @@ def warm_until_steady(m: Measurement) -> dict[str, Any]:
     log.info("warm-up until steady: %.1f s, %d bursts; %s", elapsed, len(bursts), why)
     return {**settings.as_dict(), "seconds": round(elapsed, 3), "load_s": round(sum(b["span_s"] for b in bursts), 3),
             "steady": why.startswith("steady"), "reason": why, "bursts": bursts}
+
+
+class TaskMeasurement(Measurement):
+    """The task topology (taskcgroup.py): a task cgroup with the quota and memory limit made by a helper, the app
+    and each sidecar in its own container under it with its role's CPU shares, and a reader container that reads
+    every cgroup file of the run from outside the task's CPU."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.info = self.client.info()
+        self.version = knobs.cgroup_version(self.info)
+        self.cgroup_name = taskcgroup.cgroup_name(self.run_id)
+        self.reader: Any = None
+        self.sidecars: dict[str, Any] = {}
+        self.cgroup_made = False
+
+    def _helper(self, part: str, command: list[str], read_only: bool) -> str:
+        condition = self.condition
+        try:
+            output = self.client.containers.run(
+                self.loadgen_image.id, entrypoint=["sh"], command=command,
+                name=container_name(condition, self.run_id, part), labels=labels(condition, self.run_id, part),
+                remove=True, stdout=True, stderr=True, **taskcgroup.mount_options(read_only))
+        except docker.errors.ContainerError as err:
+            raise RunError(f"{condition.id}: the task cgroup's {part} helper failed: "
+                           f"{(err.stderr or b'').decode(errors='replace').strip()[:300]}") from err
+        return output.decode(errors="replace")
+
+    def start(self) -> None:
+        condition, run_id = self.condition, self.run_id
+        # The reader first: it carries the task cgroup's name, so the sweep finds the cgroup whatever happens next.
+        self.reader = self._start_attached(
+            self.loadgen_image.id, entrypoint=watched(self.task_deadline_s(), ["sleep", str(self.task_deadline_s())]),
+            name=container_name(condition, run_id, "reader"),
+            labels={**labels(condition, run_id, "reader"), taskcgroup.CGROUP_LABEL: self.cgroup_name},
+            **taskcgroup.mount_options(read_only=True))
+        self.cgroup_made = True
+        found = taskcgroup.parse_setup(self._helper("setup", taskcgroup.setup_command(
+            self.info, self.cgroup_name, condition), read_only=False))
+        try:
+            taskcgroup.check_setup(condition, self.version, found)
+        except knobs.KnobError as err:
+            raise RunError(str(err)) from None
+        log.info("made task cgroup %s: %s", self.cgroup_name, found)
+        parent = {"cgroup_parent": "/" + self.cgroup_name}
+        app_env = {**task_environment(condition, self.load.sidecar_burn), "SIDECAR_COUNT": "0"}
+        self.task = self._start_attached(
+            self.task_image.id, entrypoint=self.task_entrypoint(),
+            name=container_name(condition, run_id, "task"), environment=app_env,
+            labels=labels(condition, run_id, "task"), cpu_shares=condition.role_shares("app"),
+            network_mode="none", **parent, **hardening(TASK_TMPFS))
+        log.info("started app container %s under %s", self.task.name, self.cgroup_name)
+        for role in condition.roles:
+            command = ["python3", SIDECAR_SCRIPT, "--role", role, "--load", f"{condition.sidecar_load_pct:g}",
+                       "--burn", self.load.sidecar_burn]
+            self.sidecars[role] = self._start_attached(
+                self.task_image.id, entrypoint=watched(self.task_deadline_s(), command),
+                name=container_name(condition, run_id, role), labels=labels(condition, run_id, role),
+                cpu_shares=condition.role_shares(role), network_mode=f"container:{self.task.id}", **parent,
+                **hardening(TASK_TMPFS))
+        try:
+            self.loadgen = self._start_attached(
+                self.loadgen_image.id, entrypoint=self.loadgen_entrypoint(),
+                name=container_name(condition, run_id, "loadgen"), labels=labels(condition, run_id, "loadgen"),
+                network_mode=f"container:{self.task.id}", **hardening(LOADGEN_TMPFS))
+        except docker.errors.APIError as err:
+            self.task.reload()
+            if self.task.status != "running":
+                raise self.start_error("exited before the load generator could join it") from err
+            raise
+        log.info("started %d sidecar container(s) and the load generator in the app's network namespace",
+                 len(self.sidecars))
+
+    def containers_by_role(self) -> dict[str, str]:
+        return {"app": self.task.id, **{role: c.id for role, c in self.sidecars.items()}}
+
+    def snapshot(self, wait_roles: bool = False) -> tuple[cgroup.TaskSnapshot, float]:
+        result = exec_in(self.client, self.reader.id, taskcgroup.read_command(self.info, self.cgroup_name,
+                                                                              self.containers_by_role()))
+        taken = time.monotonic()
+        if result.exit_code != 0:
+            raise RunError(f"{self.condition.id}: reading the task cgroup failed: {result.stderr[:300]}")
+        snap = cgroup.parse_snapshot(result.stdout)
+        try:
+            roles = taskcgroup.parse_roles("\n".join(snap.extra))
+        except knobs.KnobError as err:
+            raise RunError(f"{self.condition.id}: {err}; {result.stderr.strip()[:300]}") from None
+        return dataclasses.replace(snap, roles={role: 0 for role in roles}), taken
+
+    def oom_kills(self) -> int | None:
+        snap, _ = self.snapshot()
+        text = snap.files.get("/sys/fs/cgroup/memory/memory.oom_control") or snap.files.get(
+            "/sys/fs/cgroup/memory.events")
+        return None if text is None else parse_oom_kills(text)
+
+    def role_cpu(self, before: cgroup.TaskSnapshot, after: cgroup.TaskSnapshot) -> dict[str, float]:
+        """CPU seconds of each role over the window: each role's own container cgroup."""
+        first = taskcgroup.parse_roles("\n".join(before.extra))
+        last = taskcgroup.parse_roles("\n".join(after.extra))
+        seconds = {}
+        for role, (usage, _) in first.items():
+            if role not in last or last[role][0] < usage:
+                raise cgroup.SnapshotError(f"role {role}: its container's CPU counter is gone or went backwards")
+            seconds[role] = (last[role][0] - usage) / 1e9
+        return seconds
+
+    def check_roles_alive(self) -> None:
+        for role, container in self.sidecars.items():
+            container.reload()
+            if container.status != "running":
+                state = container.attrs.get("State", {})
+                status = state.get("ExitCode")
+                died = {"role": role, "pid": None, "exit_status": status,
+                        "signal": signal_name(status - 128) if status and status > 128 else None}
+                raise self.start_error(f"had its sidecar container {container.name} stop", "window", died=died,
+                                       oom_killed=bool(state.get("OOMKilled")))
+
+    def check_layout(self, snapshot: cgroup.TaskSnapshot) -> dict[str, Any]:
+        """Fail unless every container is under the task cgroup with its role's weight; describe the layout."""
+        condition = self.condition
+        roles = taskcgroup.parse_roles("\n".join(snapshot.extra))
+        containers = {"app": self.task, **self.sidecars}
+        layout: dict[str, Any] = {"topology": "task", "task_cgroup": "/" + self.cgroup_name, "containers": {}}
+        for role, container in containers.items():
+            parent = (container.attrs.get("HostConfig") or {}).get("CgroupParent")
+            if role not in roles or parent != "/" + self.cgroup_name:
+                raise RunError(f"{condition.id}: the {role} container's cgroup is not under the task cgroup "
+                               f"/{self.cgroup_name} (its CgroupParent: {parent!r})")
+            expected = taskcgroup.expected_weight(condition, role, self.version)
+            if roles[role][1] != expected:
+                raise RunError(f"{condition.id}: expected the {role} container's CPU "
+                               f"{'shares' if self.version == 1 else 'weight'} {expected}, its cgroup has "
+                               f"{roles[role][1]}")
+            layout["containers"][role] = {"id": container.id, "weight": roles[role][1]}
+        return layout
+
+    def remove(self) -> None:
+        """Every container of the run, then the task cgroup; the reader (the sweep's mark of the cgroup) last,
+        and only once the cgroup is gone."""
+        found = {c.id: c for c in (self.loadgen, self.task, *self.sidecars.values()) if c is not None}
+        try:
+            for container in self.client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
+                found.setdefault(container.id, container)
+        except TRANSPORT_ERRORS as err:
+            log.warning("listing containers of run %s failed: %s", self.run_id, err)
+        readers = [c for c in found.values() if (getattr(c, "labels", None) or {}).get(PART_LABEL) == "reader"]
+        if self.reader is not None and self.reader.id not in {c.id for c in readers}:
+            readers.append(self.reader)
+        others = [c for c in found.values() if c not in readers]
+        with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
+            list(pool.map(_remove, others))
+        if not self.cgroup_made or taskcgroup.remove_cgroups(self.client, self.loadgen_image.id, [self.cgroup_name]):
+            for reader in readers:
+                _remove(reader)
+        # After the removal (a closed stdin ends a container too; a reader kept for the sweep just stops).
+        for sock in self.stdins:
+            try:
+                sock.close()
+            except Exception as err:  # noqa: BLE001 - the engine may be gone; the containers are removed
+                log.debug("closing an attached stdin failed: %s", err)
+        self.stdins.clear()
+

@@ -96,7 +96,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -129,7 +129,21 @@ def _identity(condition: dict, load: dict) -> dict[str, Any]:
         "duration_s": _num(load.get("duration_s")),
         "concurrency": load.get("concurrency"),
         "warmup_s": _num(load.get("warmup_s")),
+        "knobs": knobs_label(condition),
     }
+
+
+def knobs_label(condition: Mapping[str, Any]) -> str:
+    """The knobs a condition (as a run file holds it) sets, as text; "" at the article's settings (and in
+    files from before the knobs)."""
+    from .conditions import ConfigError, Condition, KNOBS
+
+    if not any(key in condition for key in KNOBS):
+        return ""
+    try:
+        return Condition.from_dict(condition).knobs_text
+    except (ConfigError, KeyError, TypeError) as err:
+        raise RunFileError(f"run condition {condition.get('id')!r}: its knobs do not read back ({err})") from None
 
 
 def nearest_rank(sorted_values: np.ndarray, p: float) -> float:
@@ -310,6 +324,9 @@ def summarise_samples(samples: RunSamples) -> dict[str, Any]:
         "throttled_s": _num(cgroup.get("throttled_s")),
         "throttled_s_per_s": _ratio(cgroup.get("throttled_s"), cpu_wall_s),
         "task_cpu_pct": 100 * _ratio(cgroup.get("usage_s"), cpu_wall_s),
+        # Where the kernel reports CFS burst (Linux 5.14+); NaN in older files.
+        "nr_bursts": _num(cgroup.get("nr_bursts")),
+        "burst_s": _num(cgroup.get("burst_s")),
     })
 
     by_role = {p.get("role"): p for p in meta.get("processes") or []}
@@ -448,9 +465,9 @@ def _open_loop_condition(text: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 # --- end load model ---------------------------------------------------------------------------
-SORT_KEYS = ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct"]
+SORT_KEYS = ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct", "knobs"]
 IDENTITY_COLUMNS = ["condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct",
-                    "total_sidecar_load_pct", "duration_s", "concurrency", "warmup_s"]
+                    "total_sidecar_load_pct", "duration_s", "concurrency", "warmup_s", "knobs"]
 LATENCY_COLUMNS = [f"{percentile_name(p)}_ms" for p in PERCENTILES] + ["max_ms", "mean_ms"]
 SLOW_COLUMNS = [f"slow_{k}p_share" for k in SLOW_PERIODS]
 STEADY_COLUMNS = ["first_third_rps", "last_third_rps", "thirds_diff_se_rps", "steady_rps", "steady_p99_ms"]
@@ -458,7 +475,8 @@ CPU_COLUMNS = (
     ["period_ms", "quota_cpu_pct", "limit_vcpu", "nr_periods", "nr_throttled", "throttled_share", "throttled_s",
      "throttled_s_per_s", "task_cpu_pct", "app_cpu_pct"]
     + [f"{role}_{what}" for role in SIDECAR_ROLES for what in ("cpu_pct", "target_pct", "cpu_vs_target")]
-    + ["sidecars_cpu_pct", "sidecars_target_pct", "sidecars_cpu_vs_target", "host_busy_pct", "loadgen_cpu_pct"]
+    + ["sidecars_cpu_pct", "sidecars_target_pct", "sidecars_cpu_vs_target", "host_busy_pct", "loadgen_cpu_pct",
+       "nr_bursts", "burst_s"]
 )
 COUNT_COLUMNS = ["responses", "successful", "non_2xx", "failed", "errors"]
 ENV_COLUMNS = [f"env_{key}" for key in ENVIRONMENT_KEYS]

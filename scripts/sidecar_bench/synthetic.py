@@ -86,6 +86,7 @@ def make_meta(
         },
         "limits": {"cpu_quota_us": quota_us, "cpu_period_us": PERIOD_US, "vcpu": quota_us / PERIOD_US,
                    "memory_limit_bytes": condition.memory_mb * 2**20, "swap_limit_bytes": 0},
+        "knobs": condition.knobs,
         # A 2-CPU host busy with the task's quota plus the load generator's share.
         "host": {"cpus": 2, "busy_s": wall_s * min(2.0, condition.vcpu * 0.97 + 0.3), "total_s": wall_s * 2},
         "loadgen": {"cpu_s": wall_s * 0.3},
@@ -164,14 +165,16 @@ def write_run(
 
 
 def model_samples(condition: Condition, *, duration_s: float = 30.0, max_rows: int | None = None,
-                  seed: int | None = None) -> np.ndarray:
+                  seed: int | None = None, rows: int | None = None) -> np.ndarray:
     """Plausible response times (s) for a condition: a lognormal body plus a
-    throttled tail that waits one or two CFS periods (the article's 100 / 200 ms steps)."""
+    throttled tail that waits one or two CFS periods (the article's 100 / 200 ms steps).
+
+    rows: exactly this many samples (e.g. a published run's `successful`) instead of RPS x duration_s."""
     rng = np.random.default_rng(seed if seed is not None else zlib.crc32(condition.id.encode()))
     cost_ms = 0.6 if condition.app == "go" else 2.0
     free = max(condition.vcpu * 100 - condition.total_sidecar_load_pct * 0.6, 3.0)  # % of one core left
     rps = free / 100 * 1000 / cost_ms * (2.3 if condition.app == "go" else 3.0)  # ~ the article's RPS at 2 vCPU
-    n = int(rps * duration_s)
+    n = int(rps * duration_s) if rows is None else int(rows)
     if max_rows is not None:
         n = min(n, max_rows)
     body_ms = rng.lognormal(np.log(cost_ms * 10 / max(free / 25, 1)), 0.5, n)
@@ -191,13 +194,16 @@ def run_path(directory: str | Path, condition_id: str, repeat: int) -> Path:
 
 
 def write_model_run(directory: str | Path, condition: Condition, *, duration_s: float = 30.0,
-                    max_rows: int | None = None, repeat: int = 1) -> Path:
-    """One modelled repetition; repetitions differ by seed, as real ones differ by run."""
+                    max_rows: int | None = None, repeat: int = 1, rows: int | None = None,
+                    app_cpu_s: float | None = None) -> Path:
+    """One modelled repetition; repetitions differ by seed, as real ones differ by run.
+
+    rows: exactly this many responses (model_samples); app_cpu_s: the app's CPU (make_meta's default else)."""
     seed = zlib.crc32(f"{condition.id}/{repeat}".encode())
-    rt = model_samples(condition, duration_s=duration_s, max_rows=max_rows, seed=seed)
+    rt = model_samples(condition, duration_s=duration_s, max_rows=max_rows, seed=seed, rows=rows)
     share = min(1.0, 0.3 + condition.total_sidecar_load_pct / (condition.vcpu * 100))
     return write_run(run_path(directory, condition.id, repeat), condition, rt, wall_s=duration_s,
-                     throttled_share=share, repeat=repeat, time_coverage=0.98)
+                     throttled_share=share, repeat=repeat, time_coverage=0.98, app_cpu_s=app_cpu_s)
 
 
 def article_matrix() -> list[Condition]:

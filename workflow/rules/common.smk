@@ -54,8 +54,11 @@ os.environ.update(
 
 wildcard_constraints:
     preset=re.escape(PRESET),
-    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_px-[a-z-]+)?(_open[0-9.]+c?)?",
-    setup="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_px-[a-z-]+)?",
+    # Optional parts after the load name the real proxy, the knobs, the topology and the open loop (e.g.
+    # _px-haproxy, _period5ms, _task, _open50, _open50c).
+    condition="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_[a-z]+[0-9a-z.-]*)*",
+    # A setup is a closed condition (its capacity's): the same parts, without an open-loop suffix.
+    setup="(go|next)_cpu[0-9.]+_mem[0-9]+_sc[0-3]_load[0-9.]+(_(?!open[0-9])[a-z]+[0-9a-z.-]*)*",
     variant="go|go-sidecar|go-proxy|next|next-sidecar|next-proxy|loadgen|loadgen-open",
     repeat="[1-9][0-9]*",
 
