@@ -629,62 +629,14 @@ def write_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | 
 
 DELIVERED_TITLE = "Sidecars' measured CPU (% of one core)"
 APP_COLORS = {"go": "#4c78a8", "next": "#f58518"}
-# Not ringed here: these charts use the sidecars' measured CPU, which is what sidecar_under is about.
+# Not ringed here: sidecar_under (retired; older summaries still carry it) is what these charts' measured
+# sidecar CPU shows.
 MODEL_UNRINGED = {"sidecar_under"}
 
 
 def model_flags(value) -> str:
     """The flags of a cell that bear on RPS, less those the model's measured sidecar CPU already accounts for."""
     return ",".join(c for c in metric_flags(value, "rps").split(",") if c and c not in MODEL_UNRINGED)
-
-
-def predicted_measured_chart(model: pd.DataFrame) -> alt.TopLevelMixin:
-    """Every condition: measured RPS against the CPU-budget model's prediction, y = x and the 10 % band."""
-    title = "Measured against predicted RPS (the CPU-budget model)"
-    data = model.dropna(subset=["predicted_rps", "rps"])
-    data = data[(data["predicted_rps"] > 0) & (data["rps"] > 0)]
-    if data.empty:
-        return placeholder(title, "No condition with a calibrated prediction in this preset.")
-    data = with_flags(data.assign(flags=[model_flags(v) for v in data["flags"]]))
-    data["app_name"] = [APP_NAMES.get(a, a) for a in data["app"]]
-    low = float(min(data["predicted_rps"].min(), data["rps"].min(), data["rps_lo"].min(skipna=True)
-                    if data["rps_lo"].notna().any() else math.inf)) * 0.8
-    high = float(max(data["predicted_rps"].max(), data["rps"].max(), data["rps_hi"].max(skipna=True)
-                     if data["rps_hi"].notna().any() else 0)) * 1.25
-    scale = alt.Scale(type="log", domain=[low, high], nice=False)
-    line = pd.DataFrame({"x": [low, high]})
-    band = pd.concat([line.assign(y=line["x"] * f, band=name) for f, name in
-                      ((1.0, "measured = predicted"), (0.9, "10 % below / above"), (1.1, "10 % below / above"))])
-    guides = alt.Chart(band).mark_line(color="gray").encode(
-        x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale), detail="y0:N",
-        strokeDash=alt.StrokeDash("band:N", title="Guide", scale=alt.Scale(
-            domain=["measured = predicted", "10 % below / above"], range=[[1, 0], [4, 4]])))
-    guides = guides.transform_calculate(y0="datum.y / datum.x")
-    color = alt.Color("app_name:N", title="App", scale=alt.Scale(domain=[APP_NAMES[a] for a in APP_COLORS],
-                                                                  range=list(APP_COLORS.values())))
-    x = alt.X("predicted_rps:Q", title="Predicted RPS (CPU left for the app / calibrated cost, log)", scale=scale)
-    y = alt.Y("rps:Q", title="Measured RPS (log)", scale=scale)
-    base = alt.Chart(data).encode(x=x, color=color, tooltip=[
-        "condition_id:N", alt.Tooltip("predicted_rps:Q", format=".0f"), alt.Tooltip("rps:Q", format=".0f"),
-        alt.Tooltip("ratio:Q", format=".2f"), alt.Tooltip("sidecars_cpu_pct:Q", format=".1f"),
-        alt.Tooltip("available_cpu_pct:Q", format=".1f"), "reason:N", "marks:N"])
-    layers = [guides,
-              base.transform_filter("isValid(datum.rps_lo) && isValid(datum.rps_hi)").mark_rule().encode(
-                  y=alt.Y("rps_lo:Q", scale=scale), y2="rps_hi:Q"),
-              base.transform_filter("isValid(datum.predicted_rps_lo) && isValid(datum.predicted_rps_hi)")
-              .mark_rule().encode(x=alt.X("predicted_rps_lo:Q", scale=scale), x2="predicted_rps_hi:Q", y=y),
-              base.mark_point(filled=True, size=40, opacity=0.9).encode(y=y),
-              flag_ring(base, y)]
-    share = []
-    for app, group in data.groupby("app"):
-        share.append(f"{APP_NAMES.get(app, app)}: {int(group['within'].sum())} of {len(group)} within 10 %")
-    subtitle = ["Bars: 95 % intervals (measured: bootstrap; predicted: at the calibrated cost's interval ends). "
-                + "; ".join(share) + "."]
-    flagged = flagged_subtitle([data])
-    if flagged:
-        subtitle.append(flagged)
-    return alt.layer(*layers).resolve_scale(x="shared", y="shared").properties(
-        width=460, height=400, title=alt.Title(title, subtitle=subtitle))
 
 
 def delivered_data(summary: pd.DataFrame, per_run: pd.DataFrame, ref: pd.DataFrame,
@@ -802,23 +754,6 @@ def delivered_load_chart(summary: pd.DataFrame, per_run: pd.DataFrame, ref: pd.D
         subtitle.append(flagged)
     return alt.vconcat(*rows).resolve_scale(shape="shared", stroke="shared").properties(
         title=alt.Title(title, subtitle=subtitle))
-
-
-MODEL_CHART_NAMES = ("model_predicted_vs_measured", "sweeps_vs_delivered_load", "retained_vs_sidecar_share")
-
-
-def write_model_charts(model: pd.DataFrame, summary: pd.DataFrame, per_run: pd.DataFrame, ref: pd.DataFrame,
-                       out_dir: str | Path, sidecar_burn: str | None = None,
-                       formats: Iterable[str] = ("html", "png", "svg")) -> list[Path]:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    charts = {"model_predicted_vs_measured": predicted_measured_chart(model),
-              "sweeps_vs_delivered_load": delivered_load_chart(summary, per_run, ref, model, sidecar_burn),
-              "retained_vs_sidecar_share": budget_line_chart(summary, sidecar_burn)}
-    written = []
-    for name, chart in charts.items():
-        written += save_chart(chart, out_dir, name, tuple(formats))
-    return written
 
 
 def budget_line_data(summary: pd.DataFrame) -> pd.DataFrame:

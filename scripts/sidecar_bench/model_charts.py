@@ -1,6 +1,5 @@
 """The model's charts: the decomposition against the measured RPS, the forward prediction's ratio against load,
-and the sweeps against the sidecars' delivered CPU (charts.py draws the last two kinds; its
-predicted_measured_chart and write_model_charts are the earlier names of the first and of write_model_charts)."""
+and the sweeps against the sidecars' delivered CPU (charts.py draws the last two kinds)."""
 
 from __future__ import annotations
 
