@@ -35,7 +35,7 @@ not part of it: it is the same for every engine address. The images must exist o
 the machine (a test suite, a build) change the figures: measure on an idle machine, alternate
 the addresses, repeat, and take the medians.
 
-Measured on the development machine (2 cores, Docker 20.10, cgroup v1, other developers' tests
+Measured on the development machine (2 cores, Docker 20.10, cgroup v1, other test suites
 running), 6 runs each, the two addresses reaching the same engine (ssh:// through an sshd on
 loopback), two sittings in a row: the local socket 2.12 and 2.06 s per run; ssh:// before one
 shared connection 7.20 and 6.87 s (2 SSH log-ins and 45 sessions running docker system
