@@ -915,6 +915,10 @@ class Measurement:
         with ThreadPoolExecutor(max_workers=max(1, len(found))) as pool:
             list(pool.map(_remove, found.values()))
         # After the removal: a closed stdin would end the containers too, but with status 137.
+        self._close_stdins()
+
+    def _close_stdins(self) -> None:
+        """Close the stdins attached to the run's containers (their watchers then end them, if still up)."""
         for sock in self.stdins:
             try:
                 sock.close()
@@ -1461,10 +1465,5 @@ class TaskMeasurement(Measurement):
             for reader in readers:
                 _remove(reader)
         # After the removal (a closed stdin ends a container too; a reader kept for the sweep just stops).
-        for sock in self.stdins:
-            try:
-                sock.close()
-            except Exception as err:  # noqa: BLE001 - the engine may be gone; the containers are removed
-                log.debug("closing an attached stdin failed: %s", err)
-        self.stdins.clear()
+        self._close_stdins()
 
