@@ -163,6 +163,18 @@ def test_a_proxy_task_is_loaded_on_the_proxys_port_with_room_for_its_log():
     assert proxy.task_tmpfs(plain, base) == base == proxy.task_tmpfs(nolog, base)
     assert proxy.task_tmpfs(haproxy, base)["/var/log/proxy"].endswith("size=128m")
 
+    assert proxy.container_command(nolog) == ["haproxy", "-db", "-f", "/etc/haproxy/sidecar.cfg"]
+    # With the log on, its stdout goes to the file the log router would read, as the process topology's entrypoint.
+    assert proxy.container_command(haproxy)[:2] == ["sh", "-c"]
+    assert proxy.container_command(haproxy)[2] == (
+        "PROXY_ACCESS_LOG=file exec haproxy -db -f /etc/haproxy/sidecar.cfg > /var/log/proxy/access.log")
+
+
+def test_a_real_proxy_runs_in_both_topologies():
+    for topology in ("process", "task"):
+        condition = Condition("go", 0.5, 2048, 2, 5, "haproxy", topology=topology)
+        assert condition.variant == "go-proxy" and condition.roles == ("proxy", "agent")
+
 
 # --- counters -----------------------------------------------------------------------------------------
 

@@ -162,6 +162,29 @@ def test_a_task_run_lays_out_reads_back_and_removes_its_task_cgroup(client, engi
 
 
 @pytest.mark.docker
+@pytest.mark.parametrize("proxy", ["haproxy", "haproxy-nolog"])
+def test_a_real_proxy_runs_in_a_container_of_its_own_under_the_task_cgroup(client, engine, tmp_path, proxy):
+    from test_runner import image_for
+
+    condition = Condition("go", 0.5, 2046, 2, 5, proxy, topology="task")
+    image_for(client, "sidecar-bench/task:go-proxy")
+    loadgen = image_for(client, "sidecar-bench/loadgen:latest")
+    out = tmp_path / "proxy.parquet"
+    runner.run_condition(client, condition, LoadSettings(duration_s=2, ready_timeout_s=60),
+                         "sidecar-bench/task:go-proxy", loadgen, out, "local")
+    frame, meta = record.read_run(out)
+    assert meta["load"]["url"] == "http://127.0.0.1:8000/work"
+    layout = meta["knobs"]["layout"]
+    assert set(layout["containers"]) == {"app", "proxy", "agent"}
+    # Every request hey recorded went through HAProxy, whose container keeps its access log (or none).
+    assert meta["proxy"]["requests"] == meta["requests"]["rows"] == len(frame) > 0
+    assert meta["proxy"]["access_log_lines"] == (meta["proxy"]["received"] if proxy == "haproxy" else None)
+    by_role = {p["role"]: p["cpu_s"] for p in meta["processes"]}
+    assert by_role["proxy"] > 0 and sum(by_role.values()) == pytest.approx(meta["cgroup"]["usage_s"], abs=0.02)
+    assert left_of(client, condition) == [] and task_cgroups() == []
+
+
+@pytest.mark.docker
 def test_without_a_task_quota_the_task_cgroup_has_shares_only(client, engine, tmp_path):
     condition = Condition("go", 0.5, 2046, 1, 10, topology="task", cpu_quota=False)
     runner.run_condition(client, condition, LoadSettings(duration_s=2, ready_timeout_s=60),

@@ -139,11 +139,6 @@ class Condition:
         object.__setattr__(self, "sidecar_load_pct", float(self.sidecar_load_pct))
         object.__setattr__(self, "rate_share", float(self.rate_share))
         self._check_knobs()
-        if self.real_proxy and self.topology != "process":
-            # The task topology runs each sidecar in a container of its own; a real proxy is built only
-            # into the single-container images so far.
-            raise ConfigError(f"proxy: {self.proxy!r} runs only in the process topology, not with topology "
-                              f"{self.topology!r}")
         if self.is_open and self.topology != "process":
             # The task topology's containers (TaskMeasurement) have no open-loop generator yet.
             raise ConfigError(f"load_model: {self.load_model!r} runs only in the process topology, not with "

@@ -32,6 +32,8 @@ ACCESS_LOG_TMPFS = {ACCESS_LOG_DIR: "rw,nosuid,nodev,noexec,size=128m"}
 # Image labels (from /etc/sidecar-bench/versions at build time, image.build_variant).
 VERSION_LABEL = "org.sidecar-bench.haproxy-version"
 CONFIG_DIGEST_LABEL = "org.sidecar-bench.haproxy-config-sha256"
+# HAProxy's configuration in the -proxy images (task-image/proxy/haproxy.cfg).
+HAPROXY_CONFIG = "/etc/haproxy/sidecar.cfg"
 # In the task: the access log's line count, or "none" when there is no log file (haproxy-nolog).
 COUNT_LOG_SCRIPT = f'if [ -f {ACCESS_LOG} ]; then wc -l < {ACCESS_LOG}; else echo none; fi'
 
@@ -48,6 +50,14 @@ def has_access_log(condition: Condition) -> bool:
 def task_tmpfs(condition: Condition, tmpfs: Mapping[str, str]) -> dict[str, str]:
     """The task's tmpfs mounts: the runner's, plus the access log's directory when the proxy writes one."""
     return {**tmpfs, **(ACCESS_LOG_TMPFS if has_access_log(condition) else {})}
+
+
+def container_command(condition: Condition) -> list[str]:
+    """The task topology's proxy container: HAProxy in the foreground, as task-image/proxy/entrypoint.sh starts
+    it in the process topology (with an access log, its stdout kept in ACCESS_LOG)."""
+    if has_access_log(condition):
+        return ["sh", "-c", f'PROXY_ACCESS_LOG=file exec haproxy -db -f {HAPROXY_CONFIG} > {ACCESS_LOG}']
+    return ["haproxy", "-db", "-f", HAPROXY_CONFIG]
 
 
 def environment(condition: Condition) -> dict[str, str]:

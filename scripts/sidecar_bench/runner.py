@@ -793,6 +793,10 @@ class Measurement:
     def loadgen_exec(self, cmd: list[str]) -> ExecResult:
         return exec_in(self.client, self.loadgen.id, cmd)
 
+    def proxy_exec(self, script: str) -> ExecResult:
+        """A shell script in the container a real proxy runs in (here: the task's)."""
+        return self.task_exec(script)
+
     def wait_ready(self) -> float:
         """Block until /work answers 200; return the seconds it took. Also takes the before-window reads.
 
@@ -893,7 +897,7 @@ class Measurement:
         if not self.condition.real_proxy:
             return None
         stats = self.loadgen_exec(["curl", "-sS", "--max-time", "10", proxymod.STATS_CSV_URL])
-        lines = self.task_exec(proxymod.COUNT_LOG_SCRIPT)
+        lines = self.proxy_exec(proxymod.COUNT_LOG_SCRIPT)
         if stats.exit_code != 0 or lines.exit_code != 0:
             raise RunError(f"{self.condition.id}: reading the proxy's counters failed: "
                            f"{(stats.stderr + lines.stderr).strip()[:300]}")
@@ -1355,7 +1359,10 @@ class TaskMeasurement(Measurement):
             raise RunError(str(err)) from None
         log.info("made task cgroup %s: %s", self.cgroup_name, found)
         parent = {"cgroup_parent": "/" + self.cgroup_name}
-        app_env = {**task_environment(condition, self.load.sidecar_burn), "SIDECAR_COUNT": "0"}
+        # The app's container starts no sidecar, so no proxy either (its entrypoint refuses one without them).
+        app_env = {key: value for key, value in task_environment(condition, self.load.sidecar_burn).items()
+                   if key != "PROXY"}
+        app_env["SIDECAR_COUNT"] = "0"
         self.task = self._start_attached(
             self.task_image.id, entrypoint=self.task_entrypoint(),
             name=container_name(condition, run_id, "task"), environment=app_env,
@@ -1365,11 +1372,15 @@ class TaskMeasurement(Measurement):
         for role in condition.roles:
             command = ["python3", SIDECAR_SCRIPT, "--role", role, "--load", f"{condition.sidecar_load_pct:g}",
                        "--burn", self.load.sidecar_burn]
+            tmpfs = TASK_TMPFS
+            if role == "proxy" and condition.real_proxy:
+                # A real proxy is its own container, in the app's network namespace, as Envoy is in ECS.
+                command, tmpfs = proxymod.container_command(condition), proxymod.task_tmpfs(condition, TASK_TMPFS)
             self.sidecars[role] = self._start_attached(
                 self.task_image.id, entrypoint=watched(self.task_deadline_s(), command),
                 name=container_name(condition, run_id, role), labels=labels(condition, run_id, role),
                 cpu_shares=condition.role_shares(role), network_mode=f"container:{self.task.id}", **parent,
-                **hardening(TASK_TMPFS))
+                **hardening(tmpfs))
         try:
             self.loadgen = self._start_attached(
                 self.loadgen_image.id, entrypoint=self.loadgen_entrypoint(),
@@ -1382,6 +1393,9 @@ class TaskMeasurement(Measurement):
             raise
         log.info("started %d sidecar container(s) and the load generator in the app's network namespace",
                  len(self.sidecars))
+
+    def proxy_exec(self, script: str) -> ExecResult:
+        return exec_in(self.client, self.sidecars["proxy"].id, ["sh", "-c", script])
 
     def containers_by_role(self) -> dict[str, str]:
         return {"app": self.task.id, **{role: c.id for role, c in self.sidecars.items()}}
