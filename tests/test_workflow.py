@@ -5,9 +5,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import docker
 import pytest
 
+from conftest import hold_engine
 from workflow_helpers import ROOT, SNAKEMAKE, copy_project, dry_run, pretend_finished, snakemake, write_config
 
 
@@ -50,19 +50,22 @@ def test_dry_run_says_why_each_job_runs(project):
     assert "Missing output files" in plan.output
 
 
+@pytest.mark.docker
 def test_bad_config_fails_before_any_container_starts(project):
     config = write_config(project)
     config["sets"]["quick"]["vcpu"] = [0]
     import yaml
 
     (project / "config.yaml").write_text(yaml.safe_dump(config))
-    client = docker.from_env()
-    before = {c.id for c in client.containers.list(all=True)}
-    done = snakemake(project, "--config", "preset=quick")
-    assert done.returncode != 0
-    output = done.stdout + done.stderr
-    assert "config.yaml: sets.quick.vcpu[0]: 0 is less than or equal to the minimum of 0" in output
-    assert {c.id for c in client.containers.list(all=True)} == before
+    # Under the engine's lease, so that no other test's containers come or go meanwhile; a workflow that got as far
+    # as a run would wait for the lease and fail by the timeout.
+    for client in hold_engine("tests/test_workflow.py bad config"):
+        before = {c.id for c in client.containers.list(all=True)}
+        done = snakemake(project, "--config", "preset=quick", timeout=300)
+        assert done.returncode != 0
+        output = done.stdout + done.stderr
+        assert "config.yaml: sets.quick.vcpu[0]: 0 is less than or equal to the minimum of 0" in output
+        assert {c.id for c in client.containers.list(all=True)} == before
     assert not (project / "results").exists()
 
 
