@@ -3,8 +3,8 @@
     .venv/bin/python scripts/publish.py PRESET DEST [--results results] [--title TEXT] [--measured-commit C]
 
 Copies results/<preset>/ summary.csv, runs_summary.csv, tables (Markdown and
-CSV), charts (PNG and SVG), the CPU-budget model's calibration, tables and charts
-(where made) into DEST, and writes
+CSV), charts (PNG and SVG), the CPU-budget model's calibration, tables and charts,
+the real proxy's tables and the open loop's table and chart (where made) into DEST, and writes
 DEST/provenance.json and DEST/PROVENANCE.md: the project's commit, the image
 ids, the host (CPU model, cores, kernel, cgroup and Docker versions), the first
 and last measured window, the settings (window, repetitions, warm-up, sidecar
@@ -215,7 +215,9 @@ def _write_set(source: Path, out: Path, results: str, preset: str, title: str | 
     for sub, patterns in (("tables", ("*.md", "*.csv")), ("charts", ("*.png", "*.svg")),
                           ("calibration", ("calibration.md", "calibration.csv")),
                           ("model/tables", ("*.md", "*.csv")), ("model/charts", ("*.png", "*.svg")),
-                          ("model/burn", ("*.md", "*.csv", "*.png", "*.svg"))):
+                          ("model/burn", ("*.md", "*.csv", "*.png", "*.svg")),
+                          ("proxy", ("*.md", "*.csv", "standin.yaml")),
+                          ("openloop", ("*.md", "*.csv", "*.png", "*.svg"))):
         found = [path for pattern in patterns for path in (source / sub).glob(pattern)]
         if not found:
             continue

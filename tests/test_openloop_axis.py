@@ -8,6 +8,7 @@ import json
 import math
 import re
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -176,6 +177,14 @@ def test_the_comparison_sets_each_open_cell_beside_its_closed_cell_with_interval
     text = openloop_report.markdown(table)
     assert "go 0.25 vCPU, 3 sidecars" in text and "500/s (50 % of 1000)" in text
     assert list(openloop_report.closed_loop(summary)["condition_id"]) == [closed.id]
+    # The chart: P99 on a log scale (milliseconds below capacity, seconds above), an interval reaching below
+    # the floor drawn from it, each setup's loads on its own axis.
+    summary.loc[summary["condition_id"] == opened.id, "p99_ms_lo"] = -40.0
+    spec = openloop_report.chart(summary).to_dict()
+    assert spec["spec"]["layer"][0]["encoding"]["y"]["scale"] == {"type": "log"}
+    assert spec["resolve"]["scale"]["x"] == "independent"
+    drawn = pd.DataFrame(next(iter(spec["datasets"].values())))
+    assert drawn["p99_lo_drawn"].min() == openloop_report.P99_FLOOR_MS
 
 
 @pytest.fixture(scope="module")

@@ -257,6 +257,19 @@ def test_the_budget_reading_puts_measured_rps_against_quota_over_app_plus_proxy_
     assert budget.loc["standin", "budget_rps"] == pytest.approx(840)
 
 
+def test_the_standin_gap_is_the_real_proxy_over_the_standin_as_ratios_with_welch_intervals():
+    gap = proxy_tables.standin_gap(runs_frame()).set_index("proxy")
+    row = gap.loc["haproxy"]
+    # Geometric means: sqrt(800 x 840) / 1000 kept behind the proxy, sqrt(900 x 920) / 1000 behind the stand-in.
+    assert row["rps_vs_alone"] == pytest.approx(math.sqrt(800 * 840) / 1000)
+    assert row["standin_rps_vs_alone"] == pytest.approx(math.sqrt(900 * 920) / 1000)
+    assert row["rps_vs_standin"] == pytest.approx(math.sqrt(800 * 840) / math.sqrt(900 * 920))
+    assert row["rps_vs_standin_lo"] < row["rps_vs_standin"] < row["rps_vs_standin_hi"]
+    # Equal latencies in every run: a ratio of 1 with no spread.
+    assert row["p99_ms_vs_standin"] == pytest.approx(1.0) == row["p99_ms_vs_standin_lo"]
+    assert list(gap.index) == ["haproxy"]
+
+
 def test_step_two_sets_a_standin_at_the_real_proxys_measured_share():
     cost = proxy_tables.proxy_cost(runs_frame())
     config = proxy_tables.standin_sets(cost, 2048, "proxy", ["proxy_alone", "proxy_real"], no_limit_vcpu=2)

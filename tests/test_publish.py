@@ -37,6 +37,28 @@ def test_published_set_carries_its_provenance(tmp_path):
     assert "<h2 id=\"provenance\">Provenance</h2>" in page and "2 conditions, 4 runs (repeats 2)" in page
 
 
+def test_the_proxy_tables_and_the_open_loop_comparison_are_published_and_shown(tmp_path):
+    runs_dir = tmp_path / "results" / "demo" / "runs"
+    paths = [write_model_run(runs_dir, Condition("go", 0.5, 2048, 1, 5), duration_s=5, repeat=r) for r in (1, 2)]
+    base = tmp_path / "results" / "demo"
+    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
+                        base / "runs_summary.csv")
+    made = {"proxy": ["standin_gap.md", "standin_gap.csv", "standin.yaml"],
+            "openloop": ["open_vs_closed.md", "open_vs_closed.csv", "open_vs_closed_p99.png"]}
+    for sub, names in made.items():
+        (base / sub).mkdir()
+        for name in names:
+            (base / sub / name).write_text(f"# {sub} {name}\n" if name.endswith(".md") else "x")
+    (base / "openloop" / "open_vs_closed_p99.html").write_text("<html>")
+    out = tmp_path / "published"
+    publish.main("demo", str(out), str(tmp_path / "results"))
+    for sub, names in made.items():
+        assert sorted(p.name for p in (out / sub).iterdir()) == sorted(names)
+    page = (out / "report.html").read_text()
+    assert "A real proxy against the busy-loop stand-in" in page and "proxy standin_gap.md" in page
+    assert "Open loop beside the closed loop" in page and page.count("data:image/png;base64,") >= 1
+
+
 def test_the_measured_commit_comes_from_the_run_files_or_is_said_to_be_missing(tmp_path):
     from sidecar_bench.environment import project_commit
 

@@ -10,6 +10,8 @@ Read from the runs summary (one row per run) and the condition summary; nothing 
 - budget: the CPU-budget reading. RPS against quota / (app cost + proxy cost): with the app's cost
   per request measured alone at the same vCPU and the proxy's measured behind it, how many requests
   the quota pays for, against what was measured. For the stand-in, (quota - its measured CPU) / app cost.
+- standin_gap: the real proxy against the stand-in at the same CPU share, as ratios with Welch intervals:
+  RPS kept against the app alone, and the proxy's RPS, P50 and P99 over the stand-in's.
 - standin_sets(): the config of step two, the busy-loop stand-ins at each real proxy's measured CPU
   share (a documented two-step: the share is known only once the real proxy has been measured).
 """
@@ -150,6 +152,35 @@ def standin_sets(cost: pd.DataFrame, memory_mb: int, preset: str, preset_sets: l
     return {"sets": sets, "presets": {preset: {"sets": names}}}
 
 
+def _ratio(numerator: Iterable[float], denominator: Iterable[float], prefix: str) -> dict[str, float]:
+    e = repstats.ratio_interval(numerator, denominator)
+    return {prefix: e.value, f"{prefix}_lo": e.lo, f"{prefix}_hi": e.hi}
+
+
+def standin_gap(runs: pd.DataFrame) -> pd.DataFrame:
+    """How far the busy-loop stand-in is from the real proxy at the same CPU share, as ratios.
+
+    One row per app, vCPU and real proxy: RPS retained against the app alone, behind the real proxy and
+    behind the stand-in, and the real proxy over the stand-in for RPS, P50 and P99; each a ratio of
+    geometric means with Welch's t interval of the runs' logs (repstats.ratio_interval). Cells without a
+    stand-in (no limit) keep the retained RPS only.
+    """
+    rows = []
+    for (app, vcpu), group in runs.groupby(["app", "vcpu"], sort=True):
+        alone, standin = group[group["setup"] == ALONE], group[group["setup"] == STANDIN]
+        for proxy in REAL_PROXIES:
+            real = group[group["setup"] == proxy]
+            if real.empty:
+                continue
+            row: dict[str, Any] = {"app": app, "vcpu": vcpu, "proxy": proxy, "repeats": len(real),
+                                   **_ratio(real["rps"], alone["rps"], "rps_vs_alone"),
+                                   **_ratio(standin["rps"], alone["rps"], "standin_rps_vs_alone")}
+            for metric in ("rps", "p50_ms", "p99_ms"):
+                row.update(_ratio(real[metric], standin[metric], f"{metric}_vs_standin"))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _cell(value: float, lo: float = math.nan, hi: float = math.nan, digits: int = 2) -> str:
     if not math.isfinite(value):
         return "-"
@@ -187,4 +218,8 @@ COMPARISON_COLUMNS = {"rps": ("RPS", 0), "p50_ms": ("P50 ms", 1), "p99_ms": ("P9
 BUDGET_COLUMNS = {"app_cost_ms_alone": ("app ms/req alone", 3), "proxy_cost_ms": ("proxy ms/req", 3),
                   "proxy_cpu_pct": ("proxy CPU %", 1), "budget_rps": ("budget RPS", 0), "rps": ("measured RPS", 0),
                   "measured_vs_budget": ("measured / budget", 2)}
+GAP_COLUMNS = {"rps_vs_alone": ("RPS kept behind the proxy", 2),
+               "standin_rps_vs_alone": ("RPS kept behind the stand-in", 2),
+               "rps_vs_standin": ("RPS: proxy / stand-in", 2), "p50_ms_vs_standin": ("P50: proxy / stand-in", 2),
+               "p99_ms_vs_standin": ("P99: proxy / stand-in", 2)}
 INTERVAL_NOTE = "Values are the mean of the runs; brackets: 95 % t interval over the runs (scripts/sidecar_bench/repstats.py)."

@@ -23,6 +23,8 @@ SECTIONS = (
     ("The CPU-budget model", "model/charts", "charts"),
     ("The CPU-budget model: tables", "model/tables", "tables"),
     ("Sidecars that burn what they claim", "model/burn", "both"),
+    ("A real proxy against the busy-loop stand-in", "proxy", "tables"),
+    ("Open loop beside the closed loop", "openloop", "both"),
 )
 
 STYLE = """

@@ -10,6 +10,7 @@ PROXY_OUTPUTS = [f"results/{PRESET}/proxy"] if HAS_REAL_PROXY else []
 rule proxy_report:
     input:
         runs_summary=rules.aggregate_runs.output.runs_parquet,
+        code=get_analysis_code("proxy_report"),
     output:
         tables=report(
             directory("results/{preset}/proxy"),
