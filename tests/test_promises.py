@@ -20,7 +20,7 @@ DEVELOPMENT = ROOT / "docs" / "development.md"
 TABLE_HEADING = "## Promises and their tests"
 # The rows the table had when it was written. A promise may move to another row; the count only goes down
 # with a reason given here.
-LEAST_ROWS = 170
+LEAST_ROWS = 174
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s#]*)#([^)\s]+)\)")
 QUOTE = re.compile(r'"([^"]+)"')
