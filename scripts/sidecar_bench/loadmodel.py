@@ -11,7 +11,8 @@ def is_open(frame: pd.DataFrame) -> pd.Series:
     """Rows of open-loop conditions (none in a summary written before the load model axis)."""
     if "load_model" not in frame.columns:
         return pd.Series(False, index=frame.index)
-    return frame["load_model"].fillna("closed") == "open"
+    # An empty cell (a closed cell's) is not "open"; no fill value, so a column of floats stays one.
+    return frame["load_model"].eq("open")
 
 
 def closed_loop(frame: pd.DataFrame) -> pd.DataFrame:
