@@ -1130,7 +1130,8 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     # No readable cgroup files: the Docker stats API brackets the window instead (wider, coarser).
     stats_before = None if snap_before.counters else m.docker_counters()
     start = utc_now()
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
         running = pool.submit(_timed, m.generate, load.duration_s, LOADGEN_CSV)
         # Returns early only if hey failed; then the run fails below anyway.
         wait([running], timeout=load.duration_s + LOAD_END_MARGIN_S)
@@ -1138,6 +1139,10 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         snap_after, t_after = m.snapshot()
         end = utc_now()
         result, hey_wall = running.result()
+    finally:
+        # Never wait here for the load generator's exec: on Ctrl-C or SIGTERM that would hold the clean-up until
+        # the window's end. The caller removes the containers, which ends the exec and its thread.
+        pool.shutdown(wait=False, cancel_futures=True)
     tcp_after, served_after, csv_text = m.after_window()
     proxy_after = m.proxy_counts()
     oom_after = m.oom_kills()
