@@ -2,26 +2,16 @@
 user's, or writable by others (docs/operations.md, "Who measures"), before it reaches any engine and without
 writing a lock file there."""
 
-import json
 import os
 
 import pytest
 
 from sidecar_bench import job, runner
 from sidecar_bench.conditions import Condition, LoadSettings
+from test_validation import image_refs
 
 CONDITION = Condition("go", 1, 2035, 0, 0)
 NOBODY = 65534
-
-
-def image_refs(tmp_path) -> dict:
-    """Image refs no engine has: the job must stop before any image is looked up."""
-    refs = {}
-    for part, variant in (("task", "go"), ("loadgen", "loadgen")):
-        refs[part] = tmp_path / f"{part}.json"
-        refs[part].write_text(json.dumps({"variant": variant, "tag": "sidecar-bench/none:none", "inputs_digest": "d",
-                                          "base_image": "debian:bookworm-slim", "hosts": {"local": "sha256:0"}}))
-    return {part: str(path) for part, path in refs.items()}
 
 
 def symlink(tmp_path):
