@@ -25,6 +25,7 @@ import docker.errors
 from . import record
 from .conditions import LoadSettings
 from .hosts import HostError, host_lock
+from .runner import _remove as remove_container
 from .runner import (CONDITION_LABEL, HEY_GRACE_S, PROJECT, PROJECT_LABEL, AppStopped, OpenLoad, RunError,
                      as_condition, as_load, check_host_capacity, engine_address, run_condition, signals_raise,
                      utc_now)
@@ -84,27 +85,13 @@ def remove_stale_containers(client: docker.DockerClient) -> list[str]:
             continue
         log.warning("removing container %s left by a run that did not finish (%s)", container.name,
                     container.labels.get(CONDITION_LABEL, "?"))
-        try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as err:
-            log.error("could not remove container %s: %s", container.name, err)
-            continue
-        removed.append(container.name)
+        if remove_container(container):
+            removed.append(container.name)
     if readers:
         names = [reader.labels[taskcgroup.CGROUP_LABEL] for reader in readers]
         log.warning("removing task cgroup(s) %s left by runs that did not finish", ", ".join(sorted(names)))
         if taskcgroup.remove_cgroups(client, readers[0].attrs.get("Image") or readers[0].image.id, names):
-            for reader in readers:
-                try:
-                    reader.remove(force=True)
-                except docker.errors.NotFound:
-                    pass
-                except docker.errors.APIError as err:
-                    log.error("could not remove container %s: %s", reader.name, err)
-                    continue
-                removed.append(reader.name)
+            removed += [reader.name for reader in readers if remove_container(reader)]
     return removed
 
 

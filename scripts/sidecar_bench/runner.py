@@ -936,8 +936,9 @@ def _timed(function: Any, *args: Any) -> tuple[Any, float]:
     return function(*args), time.monotonic() - started
 
 
-def _remove(container: Any) -> None:
-    """Force-remove one container; log, never raise, so that one failure cannot keep the others."""
+def _remove(container: Any) -> bool:
+    """Force-remove one container; log, never raise, so that one failure cannot keep the others. True when it
+    is gone (removed now or already)."""
     name = getattr(container, "name", None) or getattr(container, "id", "?")
     try:
         container.remove(force=True)
@@ -947,6 +948,8 @@ def _remove(container: Any) -> None:
     except TRANSPORT_ERRORS as err:
         log.error("could not remove container %s (%s: %s); it carries the label %s and is removed by the next "
                   "run on this engine", name, type(err).__name__, err, RUN_LABEL)
+        return False
+    return True
 
 
 def engine_address(client: docker.DockerClient) -> str:
