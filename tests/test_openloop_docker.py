@@ -31,8 +31,12 @@ RATE, DURATION_S = 1000, 3
 # every 1 ms (constant) or at random (Poisson, 3000 draws: sd < 1 point), so a share more
 # than 3 points low means stalled requests went unseen. Above: everything else on a
 # shared host only adds delay (the generator's send lag, the server waking late from its
-# stall), each extra ms moving the share up by 1/200; 6 points allow 12 ms of it.
-SHARE_BELOW, SHARE_ABOVE = 0.03, 0.06
+# stall), each extra ms moving the share up by 1/200. On a quiet host the excess is 1-3
+# points; a CI run on a busier one measured 6.1 (Poisson, 50 ms), so 10 points allow 20 ms
+# of it. What the generator itself adds is bounded apart below (under one point).
+SHARE_BELOW, SHARE_ABOVE = 0.03, 0.10
+# The slowest request: the stall plus at most this much of the server's late wake-up.
+SLOWEST_ABOVE_STALL_S = 0.050
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +136,8 @@ def test_open_loop_sees_the_stalls_hey_hides(containers, stall_server, arrivals,
     assert shares[f"{STALL_FOR_S * 500:g}ms"][0] - from_send < 0.01
     slowest = float(samples["response_time_s"].max())
     record_property("open_loop_max_s", slowest)
-    assert 0.9 * STALL_FOR_S <= slowest <= STALL_FOR_S + 0.030
-    assert slower_than(samples, STALL_FOR_S + 0.020) < 0.02
+    assert 0.9 * STALL_FOR_S <= slowest <= STALL_FOR_S + SLOWEST_ABOVE_STALL_S
+    assert slower_than(samples, STALL_FOR_S + 0.020) < 0.03
 
     closed = run_hey(containers, stall_server, STALL_URL, DURATION_S, 10)
     hidden = slower_than(closed, STALL_FOR_S / 2)
@@ -157,8 +161,11 @@ def test_at_a_low_rate_on_the_go_app_its_latencies_agree_with_hey(containers, im
     record_property("p50_open_s", p50_open)
     record_property("p50_hey_s", p50_hey)
     record_property("lag_p50_s", summary.lag_p50_s)
-    # The open loop's latency adds its send lag (p50 ~0.1 ms here) to what hey sees.
-    assert abs(p50_open - p50_hey) <= 0.0003 + 0.25 * p50_hey, (p50_open, p50_hey)
+    # The open loop's latency adds its send lag (p50 ~0.1-0.2 ms) to what hey sees: on a
+    # quiet host the medians differ by 0.1 ms (0.8 ms against 0.7 ms); a CI run on a busier
+    # one measured 1.7 ms against 1.1 ms. A latency timed from the wrong moment would be off
+    # by a share of the 5 ms between arrivals, a wrong unit by a factor of 1000.
+    assert abs(p50_open - p50_hey) <= 0.001 + 0.5 * p50_hey, (p50_open, p50_hey)
 
 
 def test_the_warm_up_is_sent_at_the_rate_but_left_out_of_the_rows(containers, images):

@@ -23,7 +23,7 @@ from . import reference as refmod
 from .breaking import assess_rows
 from .flags import FLAGS
 from .runfile import read_columns, read_failure
-from .tables import APP_NAMES, baseline_memory, cell_codes, codes_of, measured_only, ratios_over, runs_of
+from .tables import APP_NAMES, article_settings, baseline_memory, cell_codes, codes_of, measured_only, ratios_over, runs_of
 from .timeseries import per_second
 
 # The article's four setups: app, vCPU, sidecar count.
@@ -565,8 +565,7 @@ CHART_NAMES = ("latency_rps_vs_load", "rps_retained", "rps_by_memory", "tail_sha
 def build_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]) -> dict[str, alt.TopLevelMixin]:
     summary = measured_only(summary)  # a condition whose repetitions all failed has no point to draw
     # The article's charts hold its settings only; the knobs against throttling have their own table.
-    if "knobs" in summary.columns:
-        summary = summary[summary["knobs"].fillna("").astype(str) == ""]
+    summary = article_settings(summary)
     return {
         "latency_rps_vs_load": latency_rps_chart(summary, ref),
         "rps_retained": retained_chart(summary, ref),

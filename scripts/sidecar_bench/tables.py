@@ -757,7 +757,12 @@ def article_settings(summary: pd.DataFrame) -> pd.DataFrame:
     """The conditions at the article's settings (no knob against throttling): what the article's tables hold."""
     if "knobs" not in summary.columns:
         return summary
-    return summary[summary["knobs"].fillna("").astype(str) == ""]
+    return summary[knob_labels(summary["knobs"]) == ""]
+
+
+def knob_labels(knobs: pd.Series) -> pd.Series:
+    """A condition's knobs as text, "" for none (a column read back from CSV with no knob is all NaN floats)."""
+    return knobs.astype(object).where(knobs.notna(), "").astype(str)
 
 
 ARTICLE_SETTINGS = "article's settings"
@@ -771,7 +776,7 @@ def mitigations(summary: pd.DataFrame, ref: pd.DataFrame | None = None) -> Table
     rows = measured_only(summary)
     if "knobs" not in rows.columns:
         rows = rows.assign(knobs="")
-    rows = rows.assign(knobs=rows["knobs"].fillna("").astype(str))
+    rows = rows.assign(knobs=knob_labels(rows["knobs"]))
     setups = ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct"]
     records = []
     if (rows["knobs"] != "").any():
