@@ -22,16 +22,12 @@ conditions end within the RPS target. Prints a Markdown table.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sidecar_bench.adaptive import AdaptiveSettings, decide  # noqa: E402
-from sidecar_bench.repstats import mean_interval  # noqa: E402
+from sidecar_bench.adaptive import AdaptiveSettings, decide
+from sidecar_bench.repstats import mean_interval
 
 # One decide_repeat job per round of repetitions: a Python start and the round's run files read. Measured
 # here: the decision on the figure preset's 55 conditions x 3 synthetic runs took 4.1 s with Snakemake's own

@@ -31,12 +31,10 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sidecar_bench.conditions import ConfigError  # noqa: E402
-from sidecar_bench.experiment import load_experiment  # noqa: E402
-from sidecar_bench.record import FailedRunError, RunFileError  # noqa: E402
-from sidecar_bench.runfile import read_meta  # noqa: E402
+from sidecar_bench.conditions import ConfigError
+from sidecar_bench.experiment import load_experiment
+from sidecar_bench.record import FailedRunError, RunFileError
+from sidecar_bench.runfile import read_meta
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,8 @@
 #   scripts/bench.sh lint                   set up Python, then lint only (ruff, snakefmt)
 #   scripts/bench.sh setup                  set up only
 #
-# Set-up: a virtual environment (.venv) with pinned packages; a Docker engine
+# Set-up: a virtual environment (.venv) with pinned packages and the library
+# (scripts/sidecar_bench) installed in place; a Docker engine
 # that answers (the one DOCKER_HOST or the local socket names; on Debian as
 # root, docker.io is installed and dockerd started when none answers);
 # Node.js + npm (the Next.js app is built on the host) and debootstrap (base
@@ -49,19 +50,37 @@ setup_python() {
   local stamp="$VENV/.sidecar-bench-requirements"
   local want
   want=$(cat "$REQS" "$LOCK" | sha256sum | cut -d' ' -f1)
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    return 0
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    if [ ! -x "$VENV/bin/python" ]; then
+      say "creating the virtual environment $VENV"
+      python3 -m venv "$VENV" 2>/dev/null || {
+        apt_install python3-venv || die "python3 -m venv failed: install python3-venv."
+        python3 -m venv "$VENV"
+      }
+    fi
+    say "installing pinned Python packages (workflow/envs/requirements.lock)"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQS" -c "$LOCK"
+    echo "$want" >"$stamp"
   fi
-  if [ ! -x "$VENV/bin/python" ]; then
-    say "creating the virtual environment $VENV"
-    python3 -m venv "$VENV" 2>/dev/null || {
-      apt_install python3-venv || die "python3 -m venv failed: install python3-venv."
-      python3 -m venv "$VENV"
-    }
-  fi
-  say "installing pinned Python packages (workflow/envs/requirements.lock)"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQS" -c "$LOCK"
-  echo "$want" >"$stamp"
+  install_library
+}
+
+# The library (scripts/sidecar_bench, pyproject.toml [project]) installed in place, so that the
+# workflow, its rule scripts and the tools import it, and an edit takes effect at once. Nothing is
+# downloaded: its dependencies and its build back-end (setuptools) are the pinned packages above.
+library_here() {
+  local found
+  found=$("$VENV/bin/python" -I -c 'import os, sidecar_bench; print(os.path.realpath(sidecar_bench.__file__))' \
+    2>/dev/null) || return 1
+  [ "$found" = "$(cd "$ROOT/scripts/sidecar_bench" && pwd -P)/__init__.py" ]
+}
+
+install_library() {
+  library_here && return 0
+  say "installing the library scripts/sidecar_bench (pip install --editable $ROOT)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+    --editable "$ROOT" || die "installing the library failed (pyproject.toml [project])."
+  library_here || die "the library installed, yet $VENV/bin/python does not import it from $ROOT/scripts."
 }
 
 docker_answers() { "$VENV/bin/python" -c 'import docker; docker.from_env(timeout=5).ping()' >/dev/null 2>&1; }

@@ -36,7 +36,6 @@ REFERENCE = ROOT / "workflow" / "reference" / "article-results.csv"
 PUBLISHED_RUNS = ROOT / "results" / "published" / "article" / "runs_summary.csv"
 STAGES = ("aggregate", "tables", "charts", "calibrate", "model")
 NO_LIMIT_VCPU = 2.0  # the article's host: 2 CPUs
-sys.path.insert(0, str(SCRIPTS))
 
 
 def run_stage(stage: str, work: Path) -> dict:

@@ -62,7 +62,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-SCRIPTS = Path(__file__).resolve().parent
 # Memory sizes no experiment uses, so a harness container is never taken for a matrix run's.
 HARNESS_MEMORY_MB = 2044
 SIDECAR_LOAD_PCT = 10
@@ -258,7 +257,7 @@ def measure(url: str | None, reps: int, sidecars: list[int], duration_s: float, 
         directory = Path(tmp)
         matrix = conditions(sidecars)
         refs = image_refs(host, sorted({c.variant for c in matrix} | {"loadgen"}), directory, build)
-        child_env = {**os.environ, **(env or {}), "PYTHONPATH": str(SCRIPTS)}
+        child_env = {**os.environ, **(env or {})}
         for repeat in range(1, reps + 1):
             for condition in matrix:
                 number = len(runs) + 1
@@ -311,7 +310,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args.child)
         return
-    sys.path.insert(0, str(SCRIPTS))
     try:
         sidecars = [int(n) for n in args.sidecars.split(",")]
     except ValueError:

@@ -26,12 +26,10 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sidecar_bench import lease  # noqa: E402
-from sidecar_bench.hosts import UNREACHABLE, HostError, client_for, host_lock, lock_dir  # noqa: E402
-from sidecar_bench.job import remove_stale_containers  # noqa: E402
-from sidecar_bench.runner import CONDITION_LABEL, PROJECT, PROJECT_LABEL  # noqa: E402
+from sidecar_bench import lease
+from sidecar_bench.hosts import UNREACHABLE, HostError, client_for, host_lock, lock_dir
+from sidecar_bench.job import remove_stale_containers
+from sidecar_bench.runner import CONDITION_LABEL, PROJECT, PROJECT_LABEL
 
 
 def hosts_of(config_path: Path, names: list[str] | None) -> list[dict]:

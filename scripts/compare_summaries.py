@@ -30,9 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sidecar_bench.stats import condition_ratio  # noqa: E402
+from sidecar_bench.stats import condition_ratio
 
 KEY = "condition_id"
 SWEEP = ["app", "vcpu", "sidecar_count", "memory_mb"]

@@ -22,10 +22,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sidecar_bench import hey, image, openloop  # noqa: E402
-from sidecar_bench.hosts import host_lock, lock_dir  # noqa: E402
+from sidecar_bench import hey, image, openloop
+from sidecar_bench.hosts import host_lock, lock_dir
 
 LABELS = {"org.sidecar-bench.study": "openloop-limits"}
 CSV_IN_CONTAINER = "/dev/stderr"  # rows, then the summary line, on the container's stderr

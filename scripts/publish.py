@@ -28,11 +28,9 @@ from typing import Any
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sidecar_bench import flags as flagmod  # noqa: E402
-from sidecar_bench import set_report  # noqa: E402
-from sidecar_bench.runfile import read_meta  # noqa: E402
+from sidecar_bench import flags as flagmod
+from sidecar_bench import set_report
+from sidecar_bench.runfile import read_meta
 
 ROOT = Path(__file__).resolve().parents[1]
 

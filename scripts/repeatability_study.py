@@ -24,14 +24,11 @@ sidecar_bench.stats and intervals (the same code as the summaries).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sidecar_bench.stats import summarise_conditions, summarise_runs  # noqa: E402
+from sidecar_bench.stats import summarise_conditions, summarise_runs
 
 DESIGNS = (
     # (name, preset, runs pooled, seconds of load per condition incl. warm-up)

@@ -34,13 +34,11 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sidecar_bench import charts, set_report, tables  # noqa: E402
-from sidecar_bench import flags as flagmod  # noqa: E402
-from sidecar_bench.model import add_cost_columns  # noqa: E402
-from sidecar_bench.reference import load_reference  # noqa: E402
-from sidecar_bench.stats import FAILED, summarise_conditions  # noqa: E402
+from sidecar_bench import charts, set_report, tables
+from sidecar_bench import flags as flagmod
+from sidecar_bench.model import add_cost_columns
+from sidecar_bench.reference import load_reference
+from sidecar_bench.stats import FAILED, summarise_conditions
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "workflow" / "reference" / "article-results.csv"

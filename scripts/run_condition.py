@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+from pathlib import Path
 
 sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 (snakemake is injected)
 
@@ -32,4 +33,6 @@ main(
     on_failure=on_failure_setting(snakemake.config),  # noqa: F821
     # Open loop: the capacity file the rate came from, recorded in the run file (None for a closed run).
     capacity_file=str(snakemake.input.capacity) if getattr(snakemake.input, "capacity", None) else None,  # noqa: F821
+    # A host that lacks an image builds it from this workflow's task-image folder.
+    task_image_dir=str(Path(snakemake.scriptdir).parent / "task-image"),  # noqa: F821
 )

@@ -23,7 +23,6 @@ start, readiness, load, CSV). Holds the engine's measurement lock throughout eac
 from __future__ import annotations
 
 import argparse
-import sys
 import uuid
 from pathlib import Path
 
@@ -31,13 +30,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sidecar_bench import hey, runner  # noqa: E402
-from sidecar_bench.conditions import Condition, LoadSettings  # noqa: E402
-from sidecar_bench.experiment import load_experiment  # noqa: E402
-from sidecar_bench.hosts import host_lock, lock_dir  # noqa: E402
-from sidecar_bench.warmup import WarmupSettings, rates_per_second, steady_time  # noqa: E402
+from sidecar_bench import hey, runner
+from sidecar_bench.conditions import Condition, LoadSettings
+from sidecar_bench.experiment import load_experiment
+from sidecar_bench.hosts import host_lock, lock_dir
+from sidecar_bench.warmup import WarmupSettings, rates_per_second, steady_time
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,6 @@ import hypothesis
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
 
 
 class _PackageAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -18,7 +17,8 @@ class _PackageAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     Only under mutmut (pyproject.toml [tool.mutmut]), which names a mutant by its file's path
     (scripts/sidecar_bench/hey.py -> scripts.sidecar_bench.hey) and switches it on only in the module
-    of that name; the tests import the package as sidecar_bench (scripts/ is on sys.path)."""
+    of that name; the tests import the package as sidecar_bench (the installed package; mutmut puts
+    its copy of the project first on sys.path, where scripts.sidecar_bench is the mutated one)."""
 
     def find_spec(self, name, path=None, target=None):
         if name == "sidecar_bench" or name.startswith("sidecar_bench."):
@@ -33,7 +33,6 @@ class _PackageAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 if "MUTANT_UNDER_TEST" in os.environ:
-    sys.path.insert(0, str(ROOT))
     sys.meta_path.insert(0, _PackageAlias())
 
 # Property tests: enough examples to find a counterexample in the suite, few and fixed under mutmut (it runs the

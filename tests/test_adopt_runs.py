@@ -2,7 +2,6 @@
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import yaml
@@ -10,8 +9,7 @@ import yaml
 from sidecar_bench.conditions import Condition
 from sidecar_bench.synthetic import write_model_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import adopt_runs  # noqa: E402
+import adopt_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = Condition("go", 0.5, 2048, 1, 25)

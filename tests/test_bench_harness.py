@@ -1,10 +1,5 @@
 """The harness benchmark's accounting: one run's time between loads, split by phase."""
 
-import sys
-
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
 import bench_harness
 
 

@@ -5,21 +5,17 @@ containers; a job taking the same engine's lease from inside it would wait for e
 """
 
 import json
-import sys
-from pathlib import Path
 
 import docker
 import pytest
 
 from sidecar_bench import image
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.docker
 @pytest.mark.slow
 def test_build_image_script_writes_the_ref_for_every_host(tmp_path):
-    sys.path.insert(0, str(ROOT / "scripts"))
     import build_image
 
     ref = tmp_path / "images" / "go-sidecar.json"

@@ -1,15 +1,12 @@
 """Comparing a re-measured summary with a published one, within the intervals."""
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import compare_summaries as cs  # noqa: E402
+import compare_summaries as cs
 
 
 def summary(rows):

@@ -15,14 +15,13 @@ import time
 import docker
 import pytest
 
-from conftest import ROOT, wait_until
+from conftest import wait_until
 from sidecar_bench import hosts, job, lease, runner
 
 LOCAL = [{"name": "local", "url": None}]
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    sys.path.insert(0, {scripts!r})
     from sidecar_bench import hosts, lease
     lease.IDLE_S = {idle}
     with hosts.host_lock([{{"name": "local", "url": None}}], {locks!r}, 60, {what!r}):
@@ -34,7 +33,7 @@ HOLDER = textwrap.dedent("""
 def start_holder(tmp_path, what="holder run", hold=60, idle=60, cwd=None):
     """Another workflow: a process of its own, its own lock directory, holding the lease."""
     locks = tmp_path / f"locks-{what.replace(' ', '-')}"
-    script = HOLDER.format(scripts=str(ROOT / "scripts"), locks=str(locks), what=what, hold=hold, idle=idle)
+    script = HOLDER.format(locks=str(locks), what=what, hold=hold, idle=idle)
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                                cwd=cwd or tmp_path)
     line = process.stdout.readline()

@@ -275,9 +275,6 @@ def test_the_workflow_compares_with_a_measured_cpu_burn_preset(tmp_path):
 
 
 def test_a_published_set_gets_its_model_made_again_from_its_summaries(tmp_path):
-    import sys
-
-    sys.path.insert(0, str(ROOT / "scripts"))
     import model_report
 
     runs, matrix, calibration, _ = small_model(tmp_path / "runs")

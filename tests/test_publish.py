@@ -1,15 +1,12 @@
 """Publishing a preset: its files and a provenance that tells two published sets apart."""
 
 import json
-import sys
-from pathlib import Path
 
 from sidecar_bench.conditions import Condition
 from sidecar_bench.synthetic import write_model_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import aggregate_runs  # noqa: E402
-import publish  # noqa: E402
+import aggregate_runs
+import publish
 
 
 def test_published_set_carries_its_provenance(tmp_path):

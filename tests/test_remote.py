@@ -136,7 +136,6 @@ def test_a_run_over_ssh_measures_and_cleans_up_like_a_local_one(tmp_path, ssh_en
 
 DRIVER = """
 import sys
-sys.path.insert(0, {scripts!r})
 sys.stderr = open({log!r}, "w")
 from sidecar_bench.job import main
 main(condition={condition!r}, load={load!r}, hosts=[{{"name": "viassh", "url": {url!r}}}],
@@ -148,7 +147,7 @@ def test_ctrl_c_over_ssh_removes_the_run_and_gives_the_lease_back(tmp_path, ssh_
     url, home = ssh_engine
     local = docker.from_env()
     out, log = tmp_path / "run.parquet", tmp_path / "run.log"
-    script = DRIVER.format(scripts=str(ROOT / "scripts"), log=str(log), condition=REMOTE_SC0.as_dict(),
+    script = DRIVER.format(log=str(log), condition=REMOTE_SC0.as_dict(),
                            load=LoadSettings(duration_s=30, ready_timeout_s=60).as_dict(), url=url,
                            refs=refs_for(tmp_path, local, "viassh", REMOTE_SC0), out=str(out),
                            lock_dir=str(hosts.lock_dir()))

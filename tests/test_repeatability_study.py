@@ -1,15 +1,11 @@
 """The repeatability study's table, from synthetic run files of its three presets."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from sidecar_bench.conditions import Condition
 from sidecar_bench.synthetic import write_model_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import repeatability_study  # noqa: E402
+import repeatability_study
 
 CONDITIONS = [Condition("go", 0.25, 2048, 3, 5), Condition("next", 0.5, 2048, 0, 0)]
 

@@ -1,18 +1,15 @@
 """A published set's statistics recomputed from its runs_summary.csv, its run files gone."""
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import resummarise  # noqa: E402
-from sidecar_bench.conditions import Condition  # noqa: E402
-from sidecar_bench.stats import summarise_conditions, summarise_runs  # noqa: E402
-from sidecar_bench.synthetic import run_path, write_run  # noqa: E402
+import resummarise
+from sidecar_bench.conditions import Condition
+from sidecar_bench.stats import summarise_conditions, summarise_runs
+from sidecar_bench.synthetic import run_path, write_run
 
 
 def published_set(tmp_path, reps=3):

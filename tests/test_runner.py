@@ -828,7 +828,6 @@ def test_unknown_app_type_fails_with_the_entrypoints_message(client, engine, tmp
 
 DRIVER = """
 import sys
-sys.path.insert(0, {scripts!r})
 sys.stderr = open({log!r}, "w")
 from sidecar_bench.job import main
 main(condition={condition!r}, load={load!r}, hosts=[{{"name": "local", "url": None}}],
@@ -852,7 +851,7 @@ def image_refs(client, tmp_path) -> dict:
 def test_interrupted_run_leaves_no_file_and_no_container(client, tmp_path, signum):
     condition = Condition("go", 0.25, 2042, 1, 10)
     out, log = tmp_path / "run.parquet", tmp_path / "run.log"
-    script = DRIVER.format(scripts=str(ROOT / "scripts"), log=str(log), condition=condition.as_dict(),
+    script = DRIVER.format(log=str(log), condition=condition.as_dict(),
                            load=LoadSettings(duration_s=30, ready_timeout_s=60).as_dict(),
                            refs=image_refs(client, tmp_path), out=str(out), lock_dir=str(hosts.lock_dir()))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

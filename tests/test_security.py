@@ -20,7 +20,7 @@ import paramiko
 import pytest
 import requests
 
-from conftest import ROOT, hold_engine
+from conftest import hold_engine
 from sidecar_bench import hosts, image, runner
 from sidecar_bench.conditions import Condition, LoadSettings
 
@@ -135,7 +135,6 @@ def test_build_steps_do_not_see_the_hosts_network(client, engine, caplog):
 
 DRIVER = """
 import sys
-sys.path.insert(0, {scripts!r})
 sys.stderr = open({log!r}, "w")
 from sidecar_bench.job import main
 main(condition={condition!r}, load={load!r}, hosts=[{{"name": "local", "url": None}}],
@@ -160,7 +159,7 @@ def test_sighup_mid_run_cleans_up_like_sigterm(client, tmp_path):
     # Closing the terminal that runs Snakemake sends SIGHUP to the job.
     condition = Condition("go", 0.25, 2030, 1, 10)
     out, log = tmp_path / "run.parquet", tmp_path / "run.log"
-    script = DRIVER.format(scripts=str(ROOT / "scripts"), log=str(log), condition=condition.as_dict(),
+    script = DRIVER.format(log=str(log), condition=condition.as_dict(),
                            load=LoadSettings(duration_s=30, ready_timeout_s=60).as_dict(),
                            refs=image_refs(client, tmp_path), out=str(out), lock_dir=str(hosts.lock_dir()))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

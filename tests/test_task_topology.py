@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, hold_engine, wait_until
+from conftest import hold_engine, wait_until
 from sidecar_bench import job, knobs, record, runner, taskcgroup
 from sidecar_bench.conditions import Condition, ConfigError, LoadSettings
 
@@ -198,7 +198,6 @@ def test_without_a_task_quota_the_task_cgroup_has_shares_only(client, engine, tm
 
 RUN_SCRIPT = """
 import sys
-sys.path.insert(0, {scripts!r})
 from sidecar_bench.hosts import host_lock, lock_dir
 from sidecar_bench import runner
 from sidecar_bench.conditions import Condition, LoadSettings
@@ -210,7 +209,7 @@ with host_lock([{{"name": "local", "url": None}}], lock_dir(), 3600, "task topol
 
 
 def start_run(tmp_path, condition):
-    script = RUN_SCRIPT.format(scripts=str(ROOT / "scripts"), condition=condition.as_dict(),
+    script = RUN_SCRIPT.format(condition=condition.as_dict(),
                                out=str(tmp_path / "run.parquet"))
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)

@@ -604,12 +604,14 @@ def ensure_variant(
     return build_variant(client, variant, base_image, root=root, next_build_dir=next_build_dir)
 
 
-def describe(variant: str, base_image: str, image_ids: dict[str, str], versions: dict[str, str]) -> dict:
-    """The build reference written by the build_image rule (see scripts/build_image.py)."""
+def describe(variant: str, base_image: str, image_ids: dict[str, str], versions: dict[str, str],
+             root: Path | None = None) -> dict:
+    """The build reference written by the build_image rule (see scripts/build_image.py); root: the
+    task-image folder the image was built from (default: the one beside this package)."""
     return {
         "variant": variant,
         "tag": image_tag(variant),
-        "inputs_digest": inputs_digest(variant, base_image),
+        "inputs_digest": inputs_digest(variant, base_image, root),
         "base_image": base_image,
         "hosts": dict(image_ids),
         "versions": dict(versions),

@@ -96,7 +96,7 @@ def remove_stale_containers(client: docker.DockerClient) -> list[str]:
 
 
 def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping[str, Any],
-              image_settings: Mapping[str, Any]) -> str:
+              image_settings: Mapping[str, Any], root: str | None = None) -> str:
     """The id of the ref's image on this engine, building it there if the image rule did not.
 
     The image rule builds on the hosts configured when it ran; a host added later, or a
@@ -115,7 +115,7 @@ def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping
     log.info("host %s has no %s image %s: building it there", host["name"], ref["variant"], image_id or "")
     base = image.ensure_base(client, ref["base_image"], image_settings.get("base_fallback", "debootstrap"),
                              mirror=image_settings.get("debian_mirror", image.DEBIAN_MIRROR))
-    return image.ensure_variant(client, ref["variant"], base)
+    return image.ensure_variant(client, ref["variant"], base, root=Path(root) if root else None)
 
 
 # Typical time a run takes beyond its measured window and warm-up: the job's own start (a new
@@ -151,7 +151,7 @@ def _duration(seconds: float) -> str:
 def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapping[str, Any]],
          image_refs: Mapping[str, str], out: str, lock_dir: str, progress: Mapping[str, Any] | None = None,
          image_settings: Mapping[str, Any] | None = None, repeat: int = 1, on_failure: str = "stop",
-         capacity_file: str | None = None) -> Path:
+         capacity_file: str | None = None, task_image_dir: str | None = None) -> Path:
     """The run_condition Snakemake job (scripts/run_condition.py): lock an engine, measure, write `out`.
 
     condition: Condition.as_dict(); load: LoadSettings fields; hosts: [{"name", "url"}] (url None =
@@ -165,6 +165,8 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     (it writes a failure record at `out` instead and returns its path; see ON_FAILURE);
     open loop (condition load_model open): condition["rate_per_s"] is the rate, image_refs["loadgen_open"]
     the generator's image, capacity_file the capacity record the rate came from (kept in the run file).
+    task_image_dir: the task-image folder to build from on a host that lacks an image (default: the one
+    beside the installed package).
     """
     if on_failure not in ON_FAILURE:
         raise RunError(f"on_failure is {on_failure!r}, not one of {', '.join(ON_FAILURE)}")
@@ -191,9 +193,10 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
                     # Before anything is created or removed on the engine.
                     check_host_capacity(client.info(), cond, host["name"], host.get("url") or engine_address(client))
                     remove_stale_containers(client)
-                    task_id = _image_on(client, host, task_ref, image_settings or {})
-                    loadgen_id = _image_on(client, host, refs["loadgen"], image_settings or {})
-                    open_load = _open_load(cond, condition, client, host, refs, image_settings, capacity_file)
+                    task_id = _image_on(client, host, task_ref, image_settings or {}, task_image_dir)
+                    loadgen_id = _image_on(client, host, refs["loadgen"], image_settings or {}, task_image_dir)
+                    open_load = _open_load(cond, condition, client, host, refs, image_settings, capacity_file,
+                                           task_image_dir)
                     path = run_condition(client, cond, settings, task_id, loadgen_id, out, host["name"],
                                          {"image_inputs_digest_ref": task_ref.get("inputs_digest"),
                                           # The address as configured: the SDK hides ssh:// and the socket.
@@ -230,7 +233,7 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
 # --- load model (open loop) ---------------------------------------------------------------------
 def _open_load(cond: Any, condition: Mapping[str, Any], client: docker.DockerClient, host: Mapping[str, Any],
                refs: Mapping[str, Any], image_settings: Mapping[str, Any] | None,
-               capacity_file: str | None) -> OpenLoad | None:
+               capacity_file: str | None, task_image_dir: str | None = None) -> OpenLoad | None:
     """An open condition's rate, generator image and capacity record; None for a closed one."""
     if not cond.is_open:
         return None
@@ -244,5 +247,5 @@ def _open_load(cond: Any, condition: Mapping[str, Any], client: docker.DockerCli
         # The capacity file changed after the workflow planned this run: its params are stale.
         raise RunError(f"{cond.id}: rate {rate} requests/s was planned from a capacity that {capacity_file} no "
                        f"longer holds ({record['rps_mean']:.1f} RPS); run snakemake again")
-    image_id = _image_on(client, host, refs["loadgen_open"], image_settings or {})
+    image_id = _image_on(client, host, refs["loadgen_open"], image_settings or {}, task_image_dir)
     return OpenLoad(rate, image_id, record)

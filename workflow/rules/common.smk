@@ -2,10 +2,7 @@
 import json
 import re
 import os
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 from sidecar_bench.codedeps import project_code
 from sidecar_bench.conditions import ConfigError
@@ -13,11 +10,17 @@ from sidecar_bench.experiment import check_config, load_experiment
 from sidecar_bench.image import inputs_digest
 from snakemake.utils import validate
 
+# The library (scripts/sidecar_bench) is installed by the set-up; the files it reads are this
+# workflow's own, named from here (a copy of the project reads its copy).
+PROJECT_DIR = Path(workflow.basedir)
+CONFIG_SCHEMA = PROJECT_DIR / "workflow" / "schemas" / "config.schema.yaml"
+TASK_IMAGE_DIR = PROJECT_DIR / "task-image"
+
 try:
     # Names the key and the value of the first problem, before any job starts;
     # fills in the schema's defaults and turns numbers given as text into numbers.
-    config.update(check_config(config))
-    EXPERIMENT = load_experiment(config)
+    config.update(check_config(config, CONFIG_SCHEMA))
+    EXPERIMENT = load_experiment(config, CONFIG_SCHEMA)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 validate(config, schema="../schemas/config.schema.yaml")
@@ -82,7 +85,7 @@ def get_task_image_ref(wildcards):
 
 def get_image_digest(wildcards):
     """Content digest of exactly what the variant's image holds: its only rerun trigger."""
-    return inputs_digest(wildcards.variant, EXPERIMENT.image["base"])
+    return inputs_digest(wildcards.variant, EXPERIMENT.image["base"], TASK_IMAGE_DIR)
 
 
 def get_run_files(wildcards):
@@ -111,7 +114,7 @@ def get_analysis_code(script):
     """The analysis script scripts/<script>.py and every project module it imports: inputs of its rule, so that
     an edit of either remakes the rule's outputs. Run rules never list them (see profiles/default).
     """
-    scripts = Path(workflow.basedir) / "scripts"
+    scripts = PROJECT_DIR / "scripts"
     return [
         os.path.relpath(path)
         for path in project_code(scripts / f"{script}.py", scripts)
