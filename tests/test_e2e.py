@@ -171,7 +171,7 @@ def test_touching_a_file_without_changing_it_reruns_nothing(finished):
 
 
 def test_a_new_version_of_the_runner_script_remeasures_nothing(finished):
-    # The code rerun trigger is off (workflow/profiles/default): upgrading the tool must not
+    # The code rerun trigger is off (profiles/default): upgrading the tool must not
     # re-measure hours of runs; what changes a run's result are its params and images.
     project, _, _ = finished
     with edited(project / "scripts" / "run_condition.py", "\n# edited\n"):

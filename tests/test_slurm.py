@@ -2,7 +2,7 @@
 machine (tests/slurm_cluster.py: munged, slurmctld, slurmd, all under a temporary directory,
 stopped at the end also when a test fails).
 
-The real Snakefile runs through `--workflow-profile workflow/profiles/slurm` with the real
+The real Snakefile runs through `--workflow-profile slurm` (profiles/slurm) with the real
 Docker engine. SLURM's own records show what happened: its job completion log (state,
 node, CPUs allocated, start and end of every job) and the log SLURM wrote for each job
 (`sbatch --output`), which names the rule and the file the job made.
@@ -72,7 +72,7 @@ def start_snakemake(project: Path, cluster: SlurmCluster, output: Path, *args: s
     in a process group of its own, so that a SIGINT to the group is a terminal's Ctrl-C."""
     with open(output, "w") as out:
         return subprocess.Popen(
-            [SNAKEMAKE, "--workflow-profile", str(project / "workflow" / "profiles" / "slurm"),
+            [SNAKEMAKE, "--workflow-profile", "slurm",
              "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2", *args],
             cwd=project, env=cluster.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=as_from_a_terminal)
@@ -254,7 +254,7 @@ def test_ctrl_c_cancels_the_running_slurm_job_and_a_rerun_measures_only_what_is_
     missing = wanted - landed
     assert missing and landed
     kept = {f: (project / f).stat().st_mtime_ns for f in measured_files(project)}
-    plan = subprocess.run([SNAKEMAKE, "--workflow-profile", str(project / "workflow" / "profiles" / "slurm"),
+    plan = subprocess.run([SNAKEMAKE, "--workflow-profile", "slurm",
                            "--dry-run", "--config", "repeats=2"],
                           cwd=project, env=cluster.env, capture_output=True, text=True, timeout=300)
     planned = set(re.findall(r"^\s+output: (\S+/rep\d+\.parquet)$", plan.stdout, re.M))

@@ -76,7 +76,7 @@ def test_unknown_preset_names_the_value(project):
 
 
 def test_slurm_profile_plans_the_same_jobs(project):
-    plan = dry_run(project, "--workflow-profile", str(project / "workflow" / "profiles" / "slurm"), "--config", "preset=quick")
+    plan = dry_run(project, "--workflow-profile", str(project / "profiles" / "slurm"), "--config", "preset=quick")
     assert plan.returncode == 0, plan.output
     assert plan.jobs["run_condition"] == 8  # 4 conditions x 2 repetitions
 
