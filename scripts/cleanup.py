@@ -29,7 +29,7 @@ import yaml
 from sidecar_bench import lease
 from sidecar_bench.hosts import UNREACHABLE, HostError, client_for, host_lock, lock_dir
 from sidecar_bench.job import remove_stale_containers
-from sidecar_bench.runner import CONDITION_LABEL, PROJECT, PROJECT_LABEL
+from sidecar_bench.containers import CONDITION_LABEL, PROJECT, PROJECT_LABEL
 
 
 def hosts_of(config_path: Path, names: list[str] | None) -> list[dict]:

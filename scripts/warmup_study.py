@@ -33,6 +33,7 @@ import yaml
 from sidecar_bench import hey, runner
 from sidecar_bench.conditions import Condition, LoadSettings
 from sidecar_bench.experiment import load_experiment
+from sidecar_bench.failures import RunError
 from sidecar_bench.hosts import host_lock, lock_dir
 from sidecar_bench.warmup import WarmupSettings, rates_per_second, steady_time
 
@@ -56,7 +57,7 @@ def measure(client, condition: Condition, seconds: float, concurrency: int) -> n
         m.wait_ready()
         result = m.hey(seconds, runner.LOADGEN_CSV)
         if result.exit_code != 0:
-            raise runner.RunError(f"{condition.id}: hey exited with {result.exit_code}: {result.stderr[:300]}")
+            raise RunError(f"{condition.id}: hey exited with {result.exit_code}: {result.stderr[:300]}")
         samples = hey.parse_csv(m.loadgen_exec(["cat", runner.LOADGEN_CSV]).stdout)
     finally:
         m.remove()

@@ -10,7 +10,7 @@ What hey 0.1.4 records (requester/requester.go, report.go, print.go):
 - Requests that failed at transport level (refused, reset, timeout) only go to
   the text summary's error distribution, which `-o csv` does not print: the CSV
   alone cannot tell an error-free run from one with errors. The runner counts
-  failures from outside (see runner.count_failed).
+  failures from outside (see failures.count_failed).
 - `-z D` sends each of the C workers a stop signal after D; a worker checks it
   before starting its next request, so requests in flight complete and are
   recorded. Offsets therefore stay within D (plus scheduling jitter), and the

@@ -25,12 +25,16 @@ import docker.errors
 from . import record
 from .conditions import LoadSettings
 from .hosts import HostError, host_lock
-from .runner import _remove as remove_container
-from .runner import (CONDITION_LABEL, HEY_GRACE_S, PROJECT, PROJECT_LABEL, AppStopped, OpenLoad, RunError,
-                     as_condition, as_load, check_host_capacity, engine_address, run_condition, signals_raise,
-                     utc_now)
+from .checks import check_host_capacity
+from .containers import CONDITION_LABEL, PROJECT, PROJECT_LABEL, engine_address, remove_container
+from .failures import AppStopped, RunError
+from .runner import HEY_GRACE_S, OpenLoad, as_condition, as_load, run_condition, utc_now
+from .signals import signals_raise
 
-log = logging.getLogger("sidecar_bench.runner")
+log = logging.getLogger(__name__)
+# The run's log (the job's stderr: its Snakemake log file) has what the job, the measurement and its
+# containers say.
+RUN_LOGGERS = (__name__, "sidecar_bench.runner", "sidecar_bench.containers")
 
 # What a run does when a process of the task dies (the app or a sidecar: crashed, killed,
 # OOM-killed), before or inside the measured window (config.yaml on_failure):
@@ -171,11 +175,12 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     if on_failure not in ON_FAILURE:
         raise RunError(f"on_failure is {on_failure!r}, not one of {', '.join(ON_FAILURE)}")
     terminal = sys.__stderr__
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
+    for logger in map(logging.getLogger, RUN_LOGGERS):
+        if not logger.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
     cond = as_condition(condition)
     settings = as_load(load)
     refs = {part: json.loads(Path(path).read_text()) for part, path in image_refs.items()}

@@ -31,57 +31,52 @@ Every container started is removed in `finally`, also on SIGINT/SIGTERM. Neither
 runner: each runs under WATCH_SCRIPT with its stdin attached to the runner, and stops within a
 second of the runner's end, even by kill -9, on a local or a remote engine.
 
-A process of the task that dies (the app or a sidecar: crash, kill, OOM kill) fails the run with
-AppStopped, never a run file: before the window (the app never answers) and inside it (the task
-has exited, a role's process is gone at the end of the window, or the task cgroup's oom_kill
-counter, read just outside the window on both sides, rose). The error names the process (role and
-pid, from the entrypoint's log line), its exit status or signal, and OOM-killed; AppStopped.failure
-holds the same for a failure record (job.py, on_failure: record).
+A process of the task that dies fails the run with AppStopped, never a run file; failed requests
+are counted from outside hey (failures.py says how).
 
-Failed requests: hey's CSV holds only requests that got a response, so the
-runner counts failures from outside (count_failed): the app's own count of
-/work responses over the window minus hey's rows (requests the app answered
-but hey did not record: client timeouts, cut connections), and the TCP
-counters of the shared network namespace (AttemptFails: connection refused,
-EstabResets: connections reset), which catch requests the app never saw.
-Past hey's 1,000,000-row cap the first source counts nothing (rows are missing
-by design), only the TCP counters do.
+Its plumbing lives beside it: containers.py (labels, names, confinement, the watcher, execs,
+removal), signals.py (SIGINT, SIGTERM, SIGHUP and the clean-up), failures.py (RunError,
+AppStopped, the failed-request count) and checks.py (the limits and settings read back).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
-import json
 import logging
 import math
-import os
-import re
 import signal
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import docker
 import docker.errors
-import requests.exceptions
 
 from . import cgroup, environment, hey, knobs, openloop, record, taskcgroup, warmup
 from . import proxy as proxymod
+from .checks import check_app_environment, check_host_capacity, check_limits
 from .conditions import Condition, LoadSettings
+from .containers import (LOADGEN_TMPFS, PART_LABEL, RUN_LABEL, TASK_TMPFS, TRANSPORT_ERRORS, ExecResult,
+                         container_name, engine_address, exec_in, hardening, labels, remove_container, watched)
+from .failures import (FAILED_SOURCE, OOM_SCRIPT, AppStopped, RunError, count_failed, describe_exit,
+                       parse_netns_probe, parse_oom_kills, process_exit, signal_name)
+from .signals import Interrupted, signals_deferred, signals_raise
 
-log = logging.getLogger("sidecar_bench.runner")
+# Names that moved to the modules above, still read here by the tests and tools that use `runner.<name>`.
+from .containers import CONDITION_LABEL as CONDITION_LABEL
+from .containers import PROJECT as PROJECT
+from .containers import PROJECT_LABEL as PROJECT_LABEL
+from .containers import WATCH_NAME as WATCH_NAME
+from .containers import WATCH_SCRIPT as WATCH_SCRIPT
+from .failures import parse_tcp_counters as parse_tcp_counters
+from .signals import STOP_SIGNALS as STOP_SIGNALS
 
-PROJECT_LABEL = "org.sidecar-bench.project"
-PROJECT = "sidecar-bench"
-CONDITION_LABEL = "org.sidecar-bench.condition"
-RUN_LABEL = "org.sidecar-bench.run"
-PART_LABEL = "org.sidecar-bench.part"
+log = logging.getLogger(__name__)
+
 APP_URL = "http://127.0.0.1:8080"
 WORK_URL = f"{APP_URL}/work"
 STATS_URL = f"{APP_URL}/stats"
@@ -103,57 +98,14 @@ HEY_GRACE_S = 60
 LOADGEN_GRACE_S = 60
 # The task outlives the load generator by this much (its last snapshots), then it is killed.
 TASK_GRACE_S = 30
-# PID 1 of the task and of the load generator, around the image's own entrypoint ("$@"): it ends the
-# container when that command ends (with its status), when stdin ends, or at the deadline $1 (status 137),
-# whichever comes first. The runner attaches to the container's stdin before starting it (StdinOnce) and
-# holds the connection for the run; when the runner ends, even by kill -9, the connection closes, the
-# engine closes stdin, PID 1 exits and the kernel kills every other process of the container's PID
-# namespace: the app, its sidecars, hey. The image is not changed (its digest decides reruns); signals
-# (docker stop, docker kill -s INT) are passed on to the command; the watcher waits in read(2) and wait(2)
-# and costs the task's cgroup no CPU.
-WATCH_SCRIPT = r"""
-deadline=$1; shift
-exec 3<&0 </dev/null
-"$@" 3<&- &
-main=$!
-(
-  end=$((SECONDS + deadline))
-  while left=$((end - SECONDS)); [ "$left" -gt 0 ] && read -r -t "$left" _; do :; done
-) <&3 3<&- &
-reader=$!
-exec 3<&-
-trap 'kill -TERM "$main" 2>/dev/null' TERM
-trap 'kill -INT "$main" 2>/dev/null' INT
-trap 'kill -HUP "$main" 2>/dev/null' HUP
-while :; do
-  unset ended
-  wait -n -p ended "$main" "$reader"
-  status=$?
-  [ -n "${ended-}" ] && break  # else a trapped signal interrupted the wait
-done
-[ "$ended" = "$main" ] && exit "$status"
-exit 137
-"""
-WATCH_NAME = "sidecar-bench-watch"
-
-
-def watched(deadline_s: int, command: list[str]) -> list[str]:
-    """An entrypoint that runs command under WATCH_SCRIPT: it ends at the deadline or with the runner."""
-    return ["bash", "-c", WATCH_SCRIPT, WATCH_NAME, str(deadline_s), *command]
-
 # hey writes its CSV here, inside the load generator (its own file system: one run only).
 LOADGEN_CSV = "/tmp/hey.csv"
 # The sidecar program in the task images (task-image/sidecar): the task topology runs it as a container's command.
 SIDECAR_SCRIPT = "/sidecar/sidecar.py"
-VCPU_TOLERANCE = 1e-3
 # hey formats its CSV with text/template after the load stops, ~15 µs a row (15 s at its
 # 1,000,000-row cap), so its exit is not the load's end: the after-snapshot is taken this long
 # after hey's duration instead, one CFS period for the requests still in flight.
 LOAD_END_MARGIN_S = 0.1
-FAILED_SOURCE = (
-    "max(app /stats served delta - hey rows (0 when hey's row cap was reached), Tcp AttemptFails + "
-    "ceil(EstabResets / 2) delta from /proc/net/snmp of the task's network namespace), both over the hey window"
-)
 NETNS_PROBE = "cat /proc/net/snmp && echo @@stats && curl -sS --max-time 10 " + STATS_URL
 # Before the window: the environment probe and the network namespace counters in one exec.
 BEFORE_SCRIPT = f"{environment.PROBE_SCRIPT}; echo @@netns; {NETNS_PROBE}"
@@ -179,50 +131,6 @@ until [ -s "$1" ]; do
 done
 """ + cgroup.SNAPSHOT_SCRIPT
 NOT_READY = 99
-# The task cgroup's OOM-kill counter (v2 memory.events, v1 memory.oom_control: "oom_kill N"), read in the
-# task just before and just after the measured window (outside the CPU window). The engine's OOMKilled
-# is not enough: on cgroup v1 it stays false when the OOM killer takes a process and the task lives on.
-OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
-OOM_SCRIPT = r"""
-for f in {files}; do
-  [ -r "$f" ] || continue
-  while IFS= read -r l || [ -n "$l" ]; do echo "$l"; done < "$f"
-done
-true
-""".format(files=" ".join(OOM_FILES))
-
-# What talking to an engine can raise besides the SDK's own errors: requests' errors for a
-# local or tcp:// engine (connection refused, reset, timed out), paramiko's for ssh:// (its
-# SSHException), OSError for sockets and pipes. The clean-up catches them all, so that a
-# failure to remove one container never skips the next one.
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (docker.errors.DockerException, requests.exceptions.RequestException,
-                                                     OSError)
-try:
-    import paramiko
-
-    TRANSPORT_ERRORS += (paramiko.SSHException,)
-except ImportError:  # no ssh:// support installed: nothing of paramiko's can be raised
-    pass
-
-# How the task and the load generator are confined (docs/operations.md, "Security"). Set at container
-# creation only: the images stay as built, so stored runs keep their meaning.
-# - No capability at all: the processes run as root inside the container, but root without
-#   capabilities is an ordinary user towards the kernel. Nothing here needs one: the apps bind
-#   port 8080 (above 1023), the entrypoint signals only its own children (same user), and the
-#   snapshots read /proc, /sys/fs/cgroup and their own files, all readable without privilege.
-# - no-new-privileges: no setuid binary or file capability can raise them again.
-# - Read-only root file system; tmpfs only where something writes (found with `docker diff`
-#   after real runs of every variant): the entrypoint's roles file under /run, hey's CSV under
-#   the load generator's /tmp, and a small /tmp in the task for anything an app might spill.
-#   A tmpfs is memory: in the task it counts against the condition's memory limit, so it is
-#   kept small; the load generator has no memory limit and hey's CSV reaches ~70 MB at its
-#   1,000,000-row cap.
-# - Not privileged, no published port, no network but loopback ("none" for the task, the
-#   task's namespace for the load generator).
-CAP_ADD: tuple[str, ...] = ()
-SECURITY_OPT = ("no-new-privileges:true",)
-TASK_TMPFS = {"/run": "rw,nosuid,nodev,noexec,size=1m", "/tmp": "rw,nosuid,nodev,noexec,size=16m"}
-LOADGEN_TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=256m"}
 
 
 # --- load model (open loop: docs/open-loop.md) ---------------------------------------------
@@ -253,140 +161,8 @@ class OpenLoad:
 # --- end load model ------------------------------------------------------------------------
 
 
-def hardening(tmpfs: Mapping[str, str]) -> dict[str, Any]:
-    """containers.run() keyword arguments that confine a run's container (see the comment above)."""
-    return {
-        "privileged": False,
-        "cap_drop": ["ALL"],
-        "cap_add": list(CAP_ADD),
-        "security_opt": list(SECURITY_OPT),
-        "read_only": True,
-        "tmpfs": dict(tmpfs),
-        "publish_all_ports": False,
-        "ports": {},
-    }
-
-
-class RunError(RuntimeError):
-    """The condition could not be measured; the message says why and names the condition."""
-
-
-class AppStopped(RunError):
-    """The task's app exited or was killed; the message has its state and its last log lines.
-
-    failure: what died and why, for a failure record (record.write_failure): the process
-    (role, pid; None when the entrypoint logged no exit), its exit status, the signal that
-    killed it, whether the task was OOM-killed, and the container's status and exit code.
-    """
-
-    def __init__(self, message: str, failure: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.failure = dict(failure or {})
-
-
-# The entrypoint's line when one of its processes ends (task-image/entrypoint.sh, "supervise"):
-#   entrypoint: app (pid 7) exited with status 137; stopping the sidecars
-#   entrypoint: sidecar proxy (pid 9) exited with status 1; stopping the task
-# The status is bash's: 128 + N when signal N killed the process.
-PROCESS_EXIT = re.compile(r"entrypoint: (?:sidecar )?(?P<role>[a-z_]+) \(pid (?P<pid>\d+)\) exited with status "
-                          r"(?P<status>\d+)")
-
-
-def process_exit(log_text: str) -> dict[str, Any]:
-    """The first process exit the entrypoint logged -> {role, pid, exit_status, signal}; Nones if none was."""
-    match = PROCESS_EXIT.search(log_text)
-    if match is None:
-        return {"role": None, "pid": None, "exit_status": None, "signal": None}
-    status = int(match["status"])
-    return {"role": match["role"], "pid": int(match["pid"]), "exit_status": status,
-            "signal": signal_name(status - 128) if status > 128 else None}
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def describe_exit(died: Mapping[str, Any]) -> str:
-    """"app (pid 7) was killed by SIGKILL (status 137)" / "sidecar proxy (pid 9) exited with status 1"."""
-    role = died.get("role")
-    if role is None:
-        return "the entrypoint logged no process exit (the whole task was killed)"
-    who = f"app (pid {died['pid']})" if role == "app" else f"sidecar {role} (pid {died['pid']})"
-    if died.get("signal"):
-        return f"{who} was killed by {died['signal']} (status {died['exit_status']})"
-    if died.get("exit_status") is None:
-        return f"{who} is gone"
-    return f"{who} exited with status {died['exit_status']}"
-
-
-class Interrupted(BaseException):
-    """SIGINT, SIGTERM or SIGHUP arrived; raised from the signal handler so that `finally` cleans up."""
-
-
-# Every signal that ends a run with its clean-up: Ctrl-C, kill, and SIGHUP (the terminal that
-# started Snakemake was closed, or an ssh session dropped).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def signals_raise() -> Iterator[None]:
-    """Turn SIGINT, SIGTERM and SIGHUP into Interrupted for the duration (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
-
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[list[int]]:
-    """Hold SIGINT/SIGTERM/SIGHUP while cleaning up, so a second Ctrl-C cannot leave containers behind."""
-    if threading.current_thread() is not threading.main_thread():
-        yield []
-        return
-    received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
-                for sig in STOP_SIGNALS}
-    try:
-        yield received
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-
-def exec_in(client: docker.DockerClient, container_id: str, cmd: list[str]) -> ExecResult:
-    """Run cmd in a running container, wait, and return its exit code and output."""
-    created = client.api.exec_create(container_id, cmd, stdout=True, stderr=True)
-    stdout, stderr = client.api.exec_start(created["Id"], demux=True)
-    code = client.api.exec_inspect(created["Id"])["ExitCode"]
-    return ExecResult(code if code is not None else -1, (stdout or b"").decode(errors="replace"),
-                      (stderr or b"").decode(errors="replace"))
-
-
-def container_name(condition: Condition, run_id: str, part: str) -> str:
-    return f"sidecar-bench-{condition.id}-{run_id[:12]}-{part}"
 
 
 def task_environment(condition: Condition, sidecar_burn: str = "wall") -> dict[str, str]:
@@ -398,155 +174,6 @@ def task_environment(condition: Condition, sidecar_burn: str = "wall") -> dict[s
         **proxymod.environment(condition),
         **knobs.runtime_environment(condition),
     }
-
-
-def labels(condition: Condition, run_id: str, part: str) -> dict[str, str]:
-    return {PROJECT_LABEL: PROJECT, CONDITION_LABEL: condition.id, RUN_LABEL: run_id, PART_LABEL: part}
-
-
-def parse_tcp_counters(snmp: str) -> dict[str, int]:
-    """/proc/net/snmp -> the Tcp: counters by name (header line, then values line)."""
-    tcp = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Tcp:")]
-    if len(tcp) < 2:
-        raise RunError(f"/proc/net/snmp has no Tcp: lines: {snmp[:200]!r}")
-    return {name: int(value) for name, value in zip(tcp[0], tcp[1])}
-
-
-def parse_netns_probe(text: str) -> tuple[dict[str, int], int]:
-    """NETNS_PROBE output -> (Tcp counters, the app's served count)."""
-    snmp, _, stats = text.partition("@@stats")
-    try:
-        served = int(json.loads(stats)["served"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise RunError(f"the app's /stats did not answer {{\"served\": N}}: {stats.strip()[:200]!r}") from err
-    return parse_tcp_counters(snmp), served
-
-
-def count_failed(rows: int, served_before: int, served_after: int, tcp_before: Mapping[str, int],
-                 tcp_after: Mapping[str, int], cap_reached: bool = False) -> tuple[int, dict[str, int]]:
-    """Failed requests over the window, and the evidence by kind (the run file's error_distribution).
-
-    - served delta - rows: requests the app completed that hey has no row for
-      (hey's client timeout, connection cut after the app answered). Once hey's
-      row cap is reached (cap_reached) the app keeps serving answers hey no
-      longer records: they are not failures, and this source is left out.
-    - AttemptFails (connection refused): connection attempts that failed.
-    - EstabResets (connection reset), halved and rounded up: the client and the
-      server socket live in the same network namespace, so one reset connection
-      moves the namespace's counter once per end that was established when it
-      closed, once or twice. ceil(resets / 2) is the fewest reset connections
-      that explain the count, and a reset connection fails at most the one
-      request in flight on it (hey sends one at a time per connection).
-    A timed-out request can show up in both sources (the app later writes to a
-    closed socket and is reset), so the two are combined with max, not summed:
-    the count is a lower bound that is zero only if neither source saw a failure.
-    """
-    served = served_after - served_before
-    if served < rows:
-        raise RunError(
-            f"the app's /stats served count rose by {served} but hey recorded {rows} responses: "
-            "the app restarted or /stats does not count /work responses"
-        )
-    unrecorded = served - rows
-    refused = tcp_after["AttemptFails"] - tcp_before["AttemptFails"]
-    reset = tcp_after["EstabResets"] - tcp_before["EstabResets"]
-    reset_connections = math.ceil(reset / 2)
-    evidence = {"served_not_recorded": unrecorded, "tcp_attempt_fails": refused, "tcp_estab_resets": reset,
-                "tcp_reset_connections": reset_connections,
-                "tcp_active_opens": tcp_after["ActiveOpens"] - tcp_before["ActiveOpens"]}
-    return max(0 if cap_reached else unrecorded, refused + reset_connections), evidence
-
-
-def check_limits(condition: Condition, limits: cgroup.Limits | None, nr_periods: int) -> None:
-    """Fail unless the task's cgroup holds the condition's limits and its own CPU accounting.
-
-    The limits are read back from the cgroup, not taken from what was asked of
-    Docker: the vCPU, the memory limit, and no swap (a swap limit of 0; swap not
-    accounted is refused too, since nothing then stops the task from swapping);
-    nr_periods must grow over a loaded window: on a cgroup v2 host without a
-    delegated cpu controller the counters would not be the task's.
-    The knobs (period, burst, no quota and its shares, cpuset) are checked the same way.
-    """
-    if condition.knobs:
-        check_knob_limits(condition, limits)
-    if not condition.cpu_quota:
-        check_memory(condition, limits)
-        return
-    if limits is None or limits.vcpu is None:
-        found = "no cgroup limit files" if limits is None else (
-            f"cpu quota {limits.cpu_quota_us} / period {limits.cpu_period_us} us")
-        raise RunError(f"{condition.id}: expected a CPU limit of {condition.vcpu:g} vCPU on the task's cgroup, "
-                       f"found {found}")
-    if abs(limits.vcpu - condition.vcpu) > VCPU_TOLERANCE:
-        raise RunError(f"{condition.id}: expected a CPU limit of {condition.vcpu:g} vCPU, the task's cgroup has "
-                       f"quota {limits.cpu_quota_us} / period {limits.cpu_period_us} us = {limits.vcpu:g} vCPU")
-    check_memory(condition, limits)
-    if nr_periods <= 0:
-        raise RunError(f"{condition.id}: the task cgroup's nr_periods did not increase over the window "
-                       f"(delta {nr_periods}): its CPU counters are not the task's own (cgroup v2 without "
-                       "the cpu controller delegated to containers?); enable it and rerun")
-
-
-def check_memory(condition: Condition, limits: cgroup.Limits | None) -> None:
-    """Fail unless the task's cgroup holds the condition's memory limit and no swap."""
-    expected_memory = condition.memory_mb * 2**20
-    memory = None if limits is None else limits.memory_limit_bytes
-    if memory != expected_memory:
-        found = {None: "no memory limit file", -1: "no memory limit"}.get(memory, f"{memory} bytes")
-        raise RunError(f"{condition.id}: expected a memory limit of {condition.memory_mb} MiB ({expected_memory} "
-                       f"bytes), the task's cgroup has {found}")
-    swap = limits.swap_limit_bytes
-    if swap != 0:
-        if swap is None:
-            found = ("does not account swap (no memory.memsw.limit_in_bytes or memory.swap.max): the kernel "
-                     "cannot hold the task to no swap; enable swap accounting on the host (cgroup v1: boot with "
-                     "swapaccount=1) and rerun")
-        elif swap < 0:
-            found = ("allows unlimited swap (the engine stores this too when the kernel cannot limit swap: "
-                     "`docker info` then warns \"No swap limit support\")")
-        else:
-            found = f"allows {swap} bytes ({swap / 2**20:g} MiB) of swap"
-        raise RunError(f"{condition.id}: expected no swap (memory + swap limited to the memory limit, "
-                       f"{expected_memory} bytes), the task's cgroup {found}")
-
-
-def check_knob_limits(condition: Condition, limits: cgroup.Limits | None) -> None:
-    """Fail unless the task's cgroup holds the knobs' settings: quota and period, burst, shares, cpuset."""
-    if limits is None:
-        raise RunError(f"{condition.id}: no cgroup limit files to check {condition.knobs_text} against")
-    found = (limits.cpu_quota_us, limits.cpu_period_us)
-    if found != (condition.quota_us, condition.period_us):
-        raise RunError(f"{condition.id}: expected CPU quota {condition.quota_us} / period {condition.period_us} us "
-                       f"({condition.knobs_text}), the task's cgroup has quota {found[0]} / period {found[1]} us")
-    if condition.cpu_burst_pct is not None and limits.cpu_burst_us != condition.burst_us:
-        raise RunError(f"{condition.id}: expected a CFS burst of {condition.burst_us} us, the task's cgroup has "
-                       f"{limits.cpu_burst_us}")
-    if condition.cpu_shares is not None:
-        if limits.cpu_shares is not None and limits.cpu_shares != condition.cpu_shares:
-            raise RunError(f"{condition.id}: expected {condition.cpu_shares} CPU shares, the task's cgroup has "
-                           f"{limits.cpu_shares}")
-        if limits.cpu_shares is None and limits.cpu_weight is None:
-            raise RunError(f"{condition.id}: the task's cgroup shows neither cpu.shares nor cpu.weight")
-    if condition.cpuset is not None:
-        found_cpus = None if limits.cpuset_cpus is None else knob_cpus(limits.cpuset_cpus)
-        if found_cpus != knob_cpus(condition.cpuset):
-            raise RunError(f"{condition.id}: expected cpuset {condition.cpuset}, the task's cgroup has "
-                           f"{limits.cpuset_cpus}")
-
-
-def knob_cpus(text: str) -> list[int]:
-    from .conditions import cpuset_cpus
-
-    return cpuset_cpus(text)
-
-
-def check_app_environment(condition: Condition, found: Mapping[str, str]) -> None:
-    """Fail unless the app process runs with the runtime settings the condition asks for (and no other)."""
-    expected = knobs.runtime_environment(condition)
-    for name in ("GOMAXPROCS", "UV_THREADPOOL_SIZE", "NODE_OPTIONS"):
-        if found.get(name) != expected.get(name):
-            raise RunError(f"{condition.id}: expected the app to run with {name}={expected.get(name, '(unset)')}, "
-                           f"its environment has {found.get(name, '(unset)')}")
 
 
 class Measurement:
@@ -917,7 +544,7 @@ class Measurement:
             log.warning("listing containers of run %s failed: %s", self.run_id, err)
         # Both at once: each force removal is a kill, a wait and a delete on the engine.
         with ThreadPoolExecutor(max_workers=max(1, len(found))) as pool:
-            list(pool.map(_remove, found.values()))
+            list(pool.map(remove_container, found.values()))
         # After the removal: a closed stdin would end the containers too, but with status 137.
         self._close_stdins()
 
@@ -934,46 +561,6 @@ class Measurement:
 def _timed(function: Any, *args: Any) -> tuple[Any, float]:
     started = time.monotonic()
     return function(*args), time.monotonic() - started
-
-
-def _remove(container: Any) -> bool:
-    """Force-remove one container; log, never raise, so that one failure cannot keep the others. True when it
-    is gone (removed now or already)."""
-    name = getattr(container, "name", None) or getattr(container, "id", "?")
-    try:
-        container.remove(force=True)
-        log.info("removed container %s", name)
-    except docker.errors.NotFound:
-        pass
-    except TRANSPORT_ERRORS as err:
-        log.error("could not remove container %s (%s: %s); it carries the label %s and is removed by the next "
-                  "run on this engine", name, type(err).__name__, err, RUN_LABEL)
-        return False
-    return True
-
-
-def engine_address(client: docker.DockerClient) -> str:
-    """The engine's address as a user would write DOCKER_HOST (the SDK shows a local socket as http+docker://)."""
-    base = client.api.base_url
-    if base.startswith("http+docker://"):
-        return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    return base
-
-
-def check_host_capacity(info: Mapping[str, Any], condition: Condition, host_name: str, address: str) -> None:
-    """Refuse a condition the engine cannot give (client.info()): more CPUs or memory than it has.
-
-    Checked before anything is created on the engine, so the error names the host rather
-    than being the engine's own "Range of CPUs is from 0.01 to N" at container creation.
-    """
-    cpus = info.get("NCPU")
-    if cpus and condition.vcpu > cpus:
-        raise RunError(f"{condition.id}: vcpu {condition.vcpu:g} is above the {cpus} CPUs of host {host_name!r} "
-                       f"({address}); lower vcpu in config.yaml or measure on a larger host")
-    memory = info.get("MemTotal")
-    if memory and condition.memory_mb * 2**20 > memory:
-        raise RunError(f"{condition.id}: memory_mb {condition.memory_mb} is above the {memory // 2**20} MiB of host "
-                       f"{host_name!r} ({address}); lower memory_mb in config.yaml or measure on a larger host")
 
 
 def as_condition(condition: Condition | Mapping[str, Any]) -> Condition:
@@ -1104,12 +691,6 @@ def run_condition(
     path = record.write_run(out_path, samples, meta)
     log.info("%s rep %d: wrote %s (%d requests)", condition.id, repeat, path, len(samples))
     return path
-
-
-def parse_oom_kills(text: str) -> int | None:
-    """OOM_SCRIPT's output -> the cgroup's oom_kill count; None when neither file was readable."""
-    counts = cgroup.parse_key_values(text)
-    return counts.get("oom_kill")
 
 
 def _role_gone(before: cgroup.TaskSnapshot, after: cgroup.TaskSnapshot) -> dict[str, Any]:
@@ -1482,10 +1063,10 @@ class TaskMeasurement(Measurement):
             readers.append(self.reader)
         others = [c for c in found.values() if c not in readers]
         with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
-            list(pool.map(_remove, others))
+            list(pool.map(remove_container, others))
         if not self.cgroup_made or taskcgroup.remove_cgroups(self.client, self.loadgen_image.id, [self.cgroup_name]):
             for reader in readers:
-                _remove(reader)
+                remove_container(reader)
         # After the removal (a closed stdin ends a container too; a reader kept for the sweep just stops).
         self._close_stdins()
 
