@@ -62,25 +62,32 @@ setup_python() {
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQS" -c "$LOCK"
     echo "$want" >"$stamp"
   fi
-  install_library
 }
 
 # The library (scripts/sidecar_bench, pyproject.toml [project]) installed in place, so that the
 # workflow, its rule scripts and the tools import it, and an edit takes effect at once. Nothing is
 # downloaded: its dependencies and its build back-end (setuptools) are the pinned packages above.
-library_here() {
-  local found
-  found=$("$VENV/bin/python" -I -c 'import os, sidecar_bench; print(os.path.realpath(sidecar_bench.__file__))' \
-    2>/dev/null) || return 1
-  [ "$found" = "$(cd "$ROOT/scripts/sidecar_bench" && pwd -P)/__init__.py" ]
+library_from() {  # where $VENV/bin/python imports the library from (its folder), or nothing
+  "$VENV/bin/python" -I -c 'import os, sidecar_bench; print(os.path.dirname(os.path.realpath(sidecar_bench.__file__)))' \
+    2>/dev/null || true
 }
 
 install_library() {
-  library_here && return 0
-  say "installing the library scripts/sidecar_bench (pip install --editable $ROOT)"
+  local here found
+  here=$(cd "$ROOT/scripts/sidecar_bench" && pwd -P)
+  found=$(library_from)
+  [ "$found" = "$here" ] && return 0
+  if [ "$(cd "$VENV" && pwd -P)" != "$(cd "$ROOT" && pwd -P)/.venv" ]; then
+    # The virtual environment of another checkout (this .venv links to it): its install is that checkout's.
+    say "note: $VENV is another checkout's; it imports the library from ${found:-nowhere (run the set-up there)}:"
+    say "note: Snakemake and the tools run that library, pytest this checkout's (pyproject.toml, pythonpath)"
+    return 0
+  fi
+  say "installing the library scripts/sidecar_bench in place (pip install --editable $ROOT)"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
     --editable "$ROOT" || die "installing the library failed (pyproject.toml [project])."
-  library_here || die "the library installed, yet $VENV/bin/python does not import it from $ROOT/scripts."
+  [ "$(library_from)" = "$here" ] \
+    || die "the library is installed, yet $VENV/bin/python does not import it from $here."
 }
 
 docker_answers() { "$VENV/bin/python" -c 'import docker; docker.from_env(timeout=5).ping()' >/dev/null 2>&1; }
@@ -134,6 +141,7 @@ lint() {
 
 setup() {
   setup_python
+  install_library
   setup_docker
   setup_host_tools
 }
