@@ -10,8 +10,9 @@ from sidecar_bench.experiment import check_config, load_experiment
 from sidecar_bench.image import inputs_digest
 from snakemake.utils import validate
 
-# The library (scripts/sidecar_bench) is installed by the set-up; the files it reads are this
-# workflow's own, named from here (a copy of the project reads its copy).
+# The library (scripts/sidecar_bench) is installed by the set-up; the files it
+# reads are this workflow's own, named from here (a copy of the project reads its
+# copy).
 PROJECT_DIR = Path(workflow.basedir)
 CONFIG_SCHEMA = PROJECT_DIR / "workflow" / "schemas" / "config.schema.yaml"
 TASK_IMAGE_DIR = PROJECT_DIR / "task-image"
@@ -85,7 +86,9 @@ def get_task_image_ref(wildcards):
 
 def get_image_digest(wildcards):
     """Content digest of exactly what the variant's image holds: its only rerun trigger."""
-    return inputs_digest(wildcards.variant, EXPERIMENT.image["base"], TASK_IMAGE_DIR)
+    return inputs_digest(
+        wildcards.variant, EXPERIMENT.image["base"], TASK_IMAGE_DIR
+    )
 
 
 def get_run_files(wildcards):
