@@ -86,9 +86,7 @@ def get_task_image_ref(wildcards):
 
 def get_image_digest(wildcards):
     """Content digest of exactly what the variant's image holds: its only rerun trigger."""
-    return inputs_digest(
-        wildcards.variant, EXPERIMENT.image["base"], TASK_IMAGE_DIR
-    )
+    return inputs_digest(wildcards.variant, EXPERIMENT.image["base"], TASK_IMAGE_DIR)
 
 
 def get_run_files(wildcards):
