@@ -171,11 +171,9 @@ def test_a_stricter_target_re_decides_without_measuring_anything_again(project):
     assert plan.jobs["decide_repeat"] == 1 and "run_condition" not in plan.jobs, plan.output
 
 
-def test_adaptive_off_plans_exactly_the_planned_repetitions(tmp_path):
-    project = copy_project(tmp_path / "plain")
-    plan = dry_run(project, "--config", "preset=quick")
-    assert "decide_repeat" not in plan.jobs and plan.jobs["run_condition"] == 8
-    on = dry_run(project, "--config", "preset=quick", "adaptive={max_repeats: 4}")
+def test_adaptive_off_plans_exactly_the_planned_repetitions(quick_plan, tmp_path):
+    assert "decide_repeat" not in quick_plan.jobs and quick_plan.jobs["run_condition"] == 8
+    on = dry_run(copy_project(tmp_path / "plain"), "--config", "preset=quick", "adaptive={max_repeats: 4}")
     assert on.jobs["run_condition"] == 8 and on.jobs["decide_repeat"] == 1
     # Priorities: planned repetitions above every adaptive one (rep1: 3, rep2: 2 with a cap of 4).
     assert "priority: 3" in on.output and "priority: 2" in on.output
