@@ -80,6 +80,17 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 
 
+@pytest.fixture(scope="session")
+def quick_plan(tmp_path_factory):
+    """`snakemake -n --config preset=quick` in an unchanged copy of the project: one plan for the tests of several
+    modules that read it (each dry run costs seconds: Snakemake's start, the config's checks, the DAG)."""
+    from workflow_helpers import copy_project, dry_run
+
+    plan = dry_run(copy_project(tmp_path_factory.mktemp("quick-plan") / "project"), "--config", "preset=quick")
+    assert plan.returncode == 0, plan.output
+    return plan
+
+
 @pytest.fixture(scope="module")
 def client():
     """A client of the local engine. These tests are the point of the suite: no engine is a failure, not a skip."""

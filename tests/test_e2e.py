@@ -33,7 +33,10 @@ def e2e_config(**load):
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["sets"]["e2e_go"] = dict(app=["go"], vcpu=[0.5], memory_mb=[512], sidecar_count=[0, 1], sidecar_load_pct=[10])
     config["sets"]["e2e_next"] = dict(app=["next"], vcpu=[1], memory_mb=[512], sidecar_count=[1], sidecar_load_pct=[10])
-    config["presets"]["e2e"] = {"sets": ["e2e_go", "e2e_next"], "repeats": REPEATS, "load": {"duration_s": 2, **load}}
+    # No warm-up: no test here reads it, and the default 5 s were a minute of the 12 runs (the calibration's too).
+    # The workflow's runs warm up in test_proxy_docker.py and test_openloop_workflow.py.
+    config["presets"]["e2e"] = {"sets": ["e2e_go", "e2e_next"], "repeats": REPEATS,
+                                "load": {"duration_s": 2, "warmup_s": 0, **load}}
     config["preset"] = "e2e"
     return config
 

@@ -209,9 +209,8 @@ def test_the_openloop_preset_plans_the_capacity_before_the_open_runs(project):
         "next_cpu0.25_mem2048_sc1_load06_open50", "next_cpu0.25_mem2048_sc1_load07_open50"}
 
 
-def test_a_closed_preset_plans_no_open_loop_job_nor_its_image(project):
-    write_config(project, preset="quick")
-    plan = dry_run(project)
+def test_a_closed_preset_plans_no_open_loop_job_nor_its_image(quick_plan):
+    plan = quick_plan
     assert plan.returncode == 0, plan.output
     assert plan.jobs["compute_capacity"] == 0 and plan.jobs["compare_open_closed"] == 0
     assert "loadgen-open" not in plan.variants

@@ -297,8 +297,8 @@ def test_the_proxy_preset_plans_the_proxy_images_and_its_report(project):
     assert "go_cpu0.25_mem2048_sc1_load00_px-haproxy" in plan.conditions
 
 
-def test_a_preset_without_a_real_proxy_plans_no_proxy_report(project):
-    plan = dry_run(project, "--config", "preset=quick")
+def test_a_preset_without_a_real_proxy_plans_no_proxy_report(quick_plan):
+    plan = quick_plan
     assert plan.returncode == 0, plan.output
     assert plan.jobs["proxy_report"] == 0
     assert not {v for v in plan.variants if v.endswith("-proxy")}

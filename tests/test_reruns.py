@@ -131,9 +131,9 @@ def planned_jobs(output: str) -> list[dict]:
     return jobs
 
 
-def test_image_builds_rank_above_every_run_and_first_repetitions_above_second_ones(tmp_path):
+def test_image_builds_rank_above_every_run_and_first_repetitions_above_second_ones(quick_plan):
     # A build that waits behind a later repetition would let that repetition overtake a first one waiting for it.
-    plan = dry_run(copy_project(tmp_path / "project"), *QUICK)
+    plan = quick_plan  # snakemake -n --config preset=quick in an unchanged copy
     assert plan.returncode == 0, plan.output
     jobs = planned_jobs(plan.output)
     builds = [job["priority"] for job in jobs if job["rule"] == "build_image"]

@@ -28,8 +28,8 @@ def test_article_matrix_plans_one_job_per_condition(project):
     assert "next_cpu1_mem4096_sc3_load15" in plan.conditions
 
 
-def test_quick_preset_is_selected_from_the_command_line(project):
-    plan = dry_run(project, "--config", "preset=quick")
+def test_quick_preset_is_selected_from_the_command_line(quick_plan):
+    plan = quick_plan
     assert plan.returncode == 0, plan.output
     matrix = {
         "go_cpu0.25_mem2048_sc3_load00",
@@ -45,9 +45,8 @@ def test_quick_preset_is_selected_from_the_command_line(project):
     assert "results/quick/summary.parquet" in plan.output
 
 
-def test_dry_run_says_why_each_job_runs(project):
-    plan = dry_run(project, "--config", "preset=quick")
-    assert "Missing output files" in plan.output
+def test_dry_run_says_why_each_job_runs(quick_plan):
+    assert "Missing output files" in quick_plan.output
 
 
 @pytest.mark.docker
@@ -146,10 +145,11 @@ def _run_files(ids):
     return [f"results/kt/runs/{cid}/rep1.parquet" for cid in ids]
 
 
-@pytest.fixture()
-def stubbed(project):
+@pytest.fixture(scope="module")
+def stubbed_once(tmp_path_factory):
     """The project with the runs of an article condition and a period-knob condition 'measured' by a stub
     (Snakemake records their params as it would for real runs)."""
+    project = copy_project(tmp_path_factory.mktemp("stubbed") / "project")
     (project / "results" / "images").mkdir(parents=True)
     for variant in ("go-sidecar", "loadgen"):
         (project / "results" / "images" / f"{variant}.json").write_text("{}")
@@ -159,6 +159,12 @@ def stubbed(project):
                      *_run_files([ARTICLE_ID, ARTICLE_ID + "_period20ms"]))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return project
+
+
+@pytest.fixture()
+def stubbed(stubbed_once, tmp_path):
+    """A copy of it for one test to change (file times and Snakemake's records kept)."""
+    return Path(shutil.copytree(stubbed_once, tmp_path / "stubbed", symlinks=True))
 
 
 @pytest.mark.parametrize("knob_set, new_ids", [

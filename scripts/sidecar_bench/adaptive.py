@@ -27,10 +27,13 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from . import flags, repstats
+from . import flags
 from .conditions import ConfigError
+
+if TYPE_CHECKING:
+    from .repstats import Estimate
 
 # config.yaml adaptive keys -> the per-run column they judge.
 METRIC_COLUMNS = {"rps": "rps", "p99": "p99_ms", "tail_share": "slow_1p_share"}
@@ -89,7 +92,7 @@ def settings_from_config(config: Mapping[str, Any], preset: str) -> AdaptiveSett
     return AdaptiveSettings(**merged)
 
 
-def _width(metric: str, estimate: repstats.Estimate) -> float:
+def _width(metric: str, estimate: Estimate) -> float:
     """Half-width of the interval, over the mean for relative metrics; inf without an interval."""
     if not estimate.has_interval:
         return math.inf
@@ -117,6 +120,10 @@ def judge(rows: Iterable[Mapping[str, Any]], settings: AdaptiveSettings) -> list
     rows = [row for row in rows if row.get("status", "measured") != "failed"]
     values = {metric: [float(row[column]) for row in rows if row.get(column) is not None]
               for metric, column in METRIC_COLUMNS.items()}
+    # Imported here: the workflow imports this module to read decisions while it parses the Snakefile, and
+    # repstats brings scipy.stats, about a second of every snakemake invocation's start.
+    from . import repstats
+
     is_bimodal = flags.bimodal(values["p99"], _period(rows))
     checked = []
     for metric in METRIC_COLUMNS:

@@ -13,6 +13,7 @@ not the project's code. An import of a module the folder does not have is skippe
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 
@@ -70,9 +71,16 @@ def project_code(script: str | Path, root: str | Path) -> list[Path]:
         if path in seen:
             continue
         seen.add(path)
-        tree = ast.parse(path.read_text(), str(path))
-        for name in _imported_names(root, path, tree):
+        stat = path.stat()
+        for name in _imports_of(root, path, stat.st_mtime_ns, stat.st_size):
             found = _module_file(root, name)
             if found is not None and found not in seen:
                 todo.append(found)
     return [script] + sorted(seen - {script})
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_of(root: Path, path: Path, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """_imported_names of one version of a file (its time and size name the version), parsed once: the Snakefile
+    asks for the code of every analysis rule, and their scripts import mostly the same modules."""
+    return tuple(_imported_names(root, path, ast.parse(path.read_text(), str(path))))
