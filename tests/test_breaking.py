@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sidecar_bench import reference
-from sidecar_bench.breaking import assess, breaking_point, period_level
+from sidecar_bench.breaking import assess, assess_rows, breaking_point, period_level
 
 REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "article-results.csv"
 
@@ -139,3 +139,96 @@ def test_tail_share_beyond_its_intervals_breaks_without_a_p99_step():
 def test_sweeps_without_a_size_step_say_none_or_too_few_loads():
     assert assess([0, 3, 6], [100, 101, 100.5]).verdict == "none"
     assert assess([0], [100]).verdict == "too few loads"
+
+
+# --- the rule's boundaries: ">=" for the sizes, ">" for "clear of the noise" ------------------------------
+
+def test_a_jump_of_exactly_half_a_period_breaks():
+    # 110 -> 160 ms stays past one period multiple (no crossing): only the jump rule can call it.
+    assert breaking_point([0, 1], [110, 160]).reason == "jump"
+    assert breaking_point([0, 1], [110, 159.9]) is None
+    assert breaking_point([0, 1], [40, 60], period_ms=40).reason == "jump"  # 20 ms is half of 40 ms
+
+
+def test_intervals_that_touch_are_not_clear_of_the_noise():
+    assert assess([0, 1], [100, 160], p99_lo=[95, 110], p99_hi=[110, 170]).verdict == "within noise"
+    assert assess([0, 1], [100, 160], p99_lo=[95, 110.1], p99_hi=[110, 170]).verdict == "break"
+
+
+def test_a_missing_interval_end_is_the_point_value():
+    # No interval at 0 %: its P99 (100 ms) is the highest before, and 150 ms clears it.
+    nan = math.nan
+    assert assess([0, 1], [100, 160], p99_lo=[nan, 150], p99_hi=[nan, 170]).verdict == "break"
+    assert assess([0, 1], [100, 160], p99_lo=[95, nan], p99_hi=[104, nan]).verdict == "break"
+
+
+def test_rows_at_one_load_pool_to_the_lowest_lo_and_the_highest_hi():
+    # Two runs at 5 %: one interval reaches down to 100 ms, under the 104 ms before: within noise.
+    result = assess([0, 5, 5], [100, 180, 190], p99_lo=[95, 100, 185], p99_hi=[104, 190, 200])
+    assert result.verdict == "within noise" and result.step.after_p99_ms == pytest.approx(185)
+    # Two runs at 0 %: one interval reaches up to 190 ms, over the 185 ms after: within noise.
+    result = assess([0, 0, 5], [100, 100, 190], p99_lo=[95, 95, 185], p99_hi=[104, 190, 200])
+    assert result.verdict == "within noise"
+
+
+def test_a_tail_share_rising_by_exactly_one_point_breaks():
+    flat = [99.0, 99.5]
+    assert assess([0, 1], flat, tails={1: ([0.0, 0.01], None, None)}).step.reason == "tail>1T"
+    assert assess([0, 1], flat, tails={1: ([0.0, 0.0099], None, None)}).verdict == "none"
+    # Several periods rising: the first k that breaks is the reason.
+    both = {2: ([0.0, 0.05], None, None), 1: ([0.0, 0.1], None, None)}
+    assert assess([0, 1], flat, tails=both).step.reason == "tail>1T"
+    # A tail step within its noise is reported as such, and a clear one at a higher k still breaks.
+    tails = {1: ([0.0, 0.1], [0.0, 0.0], [0.05, 0.2]), 2: ([0.0, 0.05], None, None)}
+    result = assess([0, 1], flat, tails=tails)
+    assert (result.verdict, result.step.reason) == ("break", "tail>2T")
+
+
+def test_a_p99_step_within_noise_can_still_break_by_its_tail():
+    tails = {1: ([0.0, 0.2], None, None)}
+    result = assess([0, 1], [100, 160], p99_lo=[95, 100], p99_hi=[110, 170], tails=tails)
+    assert (result.verdict, result.step.reason) == ("break", "tail>1T")
+
+
+def test_evidence_names_the_numbers_that_decided():
+    result = assess([0, 5, 10], [100, 190, 195], p99_lo=[97, 185, 188], p99_hi=[103, 196, 201])
+    assert result.step.evidence == ("P99 100.0 -> 190.0 ms (jump); from 5% on P99 >= 185.0 ms > 103.0 ms, "
+                                    "the highest before")
+    tails = {1: ([0.002, 0.003, 0.04], [0.001, 0.002, 0.03], [0.004, 0.005, 0.05])}
+    result = assess([0, 3, 6], [99, 99.5, 100.5], tails=tails)
+    assert result.step.evidence == ("share slower than 1 period 0.3% -> 4.0%; from 6% on >= 3.0% > 0.5%, "
+                                    "the highest before")
+    result = assess([0, 1], [99, 99.5], tails={2: ([0.0, 0.05], [0.0, 0.0], [0.01, 0.1])})
+    assert result.step.evidence == ("share slower than 2 periods 0.0% -> 5.0%; from 1% on >= 0.0% <= 1.0%, "
+                                    "the highest before")
+    assert (result.step.before_p99_ms, result.step.after_p99_ms) == (99.0, 99.5)
+
+
+def test_two_loads_are_enough_and_one_load_repeated_is_too_few():
+    assert assess([0, 1], [100, 100]).verdict == "none"
+    assert assess([5, 5], [100, 200]).verdict == "too few loads"
+    assert assess([0, math.nan], [100, 200]).verdict == "too few loads"
+
+
+def test_an_unservable_load_is_above_every_period_multiple():
+    assert period_level(math.inf) > period_level(1e9)
+    assert period_level(2.0) == 0 and period_level(0.0) == 0 and period_level(-5.0) == 0
+
+
+def test_a_sweep_from_summary_rows_reads_its_period_and_tail_shares():
+    import pandas as pd
+
+    # 49 -> 53 ms: past one 50 ms period by 3 ms, a rise of 4 ms (8 % of 50 ms); within one 100 ms period.
+    rows = pd.DataFrame({"total_sidecar_load_pct": [0, 0, 1], "p99_ms": [49, 49, 53], "period_ms": [50, 50, 200]})
+    assert assess_rows(rows).step.reason == "period"  # the rows' median period, 50 ms
+    assert assess_rows(rows, period_ms=100.0).verdict == "none"
+    assert assess_rows(rows.drop(columns="period_ms")).verdict == "none"  # 100 ms when the rows have none
+    assert assess_rows(rows.assign(period_ms=math.nan)).verdict == "none"
+    tails = rows.assign(slow_1p_share=[0.0, 0.0, 0.05], slow_1p_share_lo=[0.0, 0.0, 0.02],
+                        slow_1p_share_hi=[0.01, 0.01, 0.08])
+    result = assess_rows(tails, period_ms=100.0)
+    assert (result.verdict, result.step.reason) == ("break", "tail>1T")
+    overlapping = tails.assign(slow_1p_share_lo=[0.0, 0.0, 0.005])
+    assert assess_rows(overlapping, period_ms=100.0).verdict == "within noise"
+    served = pd.DataFrame({"total_sidecar_load_pct": [0, 1], "p99_ms": [100, math.nan], "successful": [900, 0]})
+    assert assess_rows(served).verdict == "break"
