@@ -232,3 +232,68 @@ def test_a_sweep_from_summary_rows_reads_its_period_and_tail_shares():
     assert assess_rows(overlapping, period_ms=100.0).verdict == "within noise"
     served = pd.DataFrame({"total_sidecar_load_pct": [0, 1], "p99_ms": [100, math.nan], "successful": [900, 0]})
     assert assess_rows(served).verdict == "break"
+
+
+def test_an_assessment_counts_the_distinct_loads_of_its_sweep():
+    assert assess([0, 3, 3, 6], [100, 160, 170, 175]).loads == 3  # a break
+    assert assess([0, 3, 6], [105, 98, 104]).loads == 3  # within noise
+    assert assess([0, 3, math.nan], [100, 101, 102]).loads == 2  # none
+
+
+def test_summary_rows_bring_their_p99_intervals():
+    import pandas as pd
+
+    rows = pd.DataFrame({"total_sidecar_load_pct": [0, 5], "p99_ms": [100, 190]})
+    assert assess_rows(rows).verdict == "break"
+    apart = rows.assign(p99_ms_lo=[95, 185], p99_ms_hi=[104, 200])
+    assert assess_rows(apart).verdict == "break"
+    assert assess_rows(apart.assign(p99_ms_lo=[95, 99])).verdict == "within noise"  # 5 % reaches down to 99 ms
+    assert assess_rows(apart.assign(p99_ms_hi=[186, 200])).verdict == "within noise"  # 0 % reaches up to 186 ms
+
+
+def test_a_falling_sweep_has_no_step():
+    assert assess([0, 1], [160, 100]).verdict == "none"
+    assert assess([0, 5, 10], [300, 200, 100]).verdict == "none"
+
+
+def test_the_crossing_margin_is_a_rule_parameter():
+    # 99 -> 104.5 ms: past 100 + 2 ms by 2.5 ms, but not past 100 + 5 ms.
+    assert breaking_point([0, 1], [99, 104.5]).reason == "period"
+    assert breaking_point([0, 1], [99, 104.5], margin_ms=5.0) is None
+    # 100.5 -> 106 ms: with no margin both are past 100 ms already; with 2 ms only the second.
+    assert breaking_point([0, 1], [100.5, 106]).reason == "period"
+    assert breaking_point([0, 1], [100.5, 106], margin_ms=0.0) is None
+
+
+def test_missing_values_given_as_none_or_nan_are_missing():
+    # A P99 of None drops its load out; an interval end of None is the point value; a share of None or NaN
+    # is no tail step, but the load's P99 still counts.
+    assert assess([0, 1, 2], [100, None, 160]).step.after_load_pct == 2
+    assert assess([0, 1], [100, 160], p99_lo=[None, 150], p99_hi=[None, 170]).verdict == "break"
+    assert assess([0, 1], [100, 160], tails={1: ([0.0, math.nan], None, None)}).verdict == "break"
+    assert assess([0, 1], [100, 101], tails={1: ([0.0, None], None, None)}).verdict == "none"
+
+
+def test_a_load_without_a_response_reads_no_response_in_the_evidence():
+    result = assess([0, 10], [101, math.nan], successful=[880, 0])
+    assert result.step.evidence == ("P99 101.0 -> no response ms (jump); from 10% on P99 >= no response ms > "
+                                    "101.0 ms, the highest before")
+
+
+def test_steps_lists_every_step_that_meets_a_size_criterion():
+    from sidecar_bench.breaking import steps
+
+    found = steps([0, 1, 2], [100, 160, 220])
+    assert [(s.after_load_pct, s.reason, s.verdict) for s in found] == [(1, "jump", "break"), (2, "jump", "break")]
+
+
+def test_tail_steps_look_at_each_period_and_need_a_rise_clear_of_the_noise():
+    flat = [99.0, 99.5]
+    # One period flat, two periods rising: the second breaks.
+    result = assess([0, 1], flat, tails={1: ([0.0, 0.0], None, None), 2: ([0.0, 0.05], None, None)})
+    assert result.step.reason == "tail>2T"
+    # A high share that rises by half a point is no step.
+    assert assess([0, 1], flat, tails={1: ([0.05, 0.055], None, None)}).verdict == "none"
+    # Tail intervals that touch are within noise.
+    touching = {1: ([0.0, 0.05], [0.0, 0.02], [0.02, 0.08])}
+    assert assess([0, 1], flat, tails=touching).verdict == "within noise"

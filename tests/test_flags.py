@@ -142,6 +142,9 @@ def test_host_bound_reads_the_quota_from_the_vcpu_limit_when_the_file_has_none()
     no_quota = {k: v for k, v in CLEAN.items() if k != "quota_cpu_pct"}
     assert "host_bound" in run_flags({**no_quota, "throttled_share": 0.0, "task_cpu_pct": 44.0})
     assert "host_bound" not in run_flags({**no_quota, "throttled_share": 0.0, "task_cpu_pct": 46.0})
+    assert "host_bound" not in run_flags({**no_quota, "throttled_share": 0.0, "task_cpu_pct": 45.0})
+    # The quota read from the cgroup comes first: a 100 % quota at 60 % use is under 90 % of it.
+    assert "host_bound" in run_flags(with_(quota_cpu_pct=100.0, throttled_share=0.0, task_cpu_pct=60.0))
 
 
 def test_an_open_loop_below_capacity_is_not_host_bound_for_leaving_its_quota_unused():
@@ -238,3 +241,13 @@ def test_the_legend_has_one_line_per_flag_with_its_mark_label_and_rule():
     for line, flag in zip(lines, FLAGS.values()):
         assert line == f"- {flag.mark} {flag.label}: {flag.rule}"
     assert "- L load generator idle: time coverage (summed response time / (concurrency x span)) < 0.9" in lines
+
+
+def test_the_shortest_cfs_period_is_a_period():
+    # 1 ms is the kernel's smallest cpu.cfs_period_us: a 2 ms wide P99 interval spans two of them.
+    assert flags.noisy(1000, 900, 1100, 100, 99, 101, period_ms=1.0)
+    assert flags.bimodal([1.4, 1.6], 1.0)
+
+
+def test_runs_all_at_or_above_a_boundary_are_on_one_side_of_it():
+    assert not flags.bimodal([150.0, 160.0], 100.0) and not flags.bimodal([150.0, 150.0], 100.0)

@@ -197,3 +197,32 @@ def test_a_lower_confidence_gives_a_narrower_interval():
     # t(0.95, 2) = 2.9200: the 90 % interval of 100, 110, 120.
     e = repstats.mean_interval([100.0, 110.0, 120.0], confidence=0.90)
     assert e.hi - e.lo == pytest.approx(2 * 2.9200 * 10 / math.sqrt(3), rel=1e-4)
+
+
+def no_interval(e) -> bool:
+    """lo and hi both NaN (what tables print as no interval), not None nor a number."""
+    return math.isnan(e.lo) and math.isnan(e.hi)
+
+
+def test_estimates_without_a_value_or_an_interval_hold_nan_and_their_run_count():
+    nothing = repstats.mean_interval([])
+    assert math.isnan(nothing.value) and no_interval(nothing) and (nothing.n, nothing.method) == (0, repstats.NONE)
+    assert no_interval(repstats.mean_interval([3.0])) and repstats.mean_interval([3.0]).n == 1
+    for published in (0.0, math.nan):
+        x = repstats.ratio_to_exact([1.0, 2.0, 4.0], published)
+        assert math.isnan(x.value) and no_interval(x) and x.n == 3
+    zero = repstats.ratio_to_exact([0.0, 1.0, 2.0], 4.0)
+    assert no_interval(zero) and zero.n == 3
+    single = repstats.ratio_to_exact([2.0], 4.0)
+    assert no_interval(single) and single.n == 1
+    r = repstats.ratio_interval([0.0, 2.0], [1.0, 3.0])
+    assert no_interval(r)
+    assert repstats.ratio_to_exact(np.exp([0.0, 0.1, 0.2]), 1.0).method == repstats.ONE_SAMPLE_LOG
+    for r, n in ((repstats.ratio_interval([], [1.0, 2.0]), 0), (repstats.ratio_interval([1.0, 2.0], [0.0]), 2),
+                 (repstats.ratio_interval([1.0, 2.0], [4.0]), 2)):
+        assert no_interval(r) and r.n == n
+
+
+def test_a_missing_run_value_given_as_none_is_left_out():
+    assert repstats.mean_interval([None, 10.0, 12.0]).n == 2
+    assert repstats.run_cv([None, 90.0, 110.0]) == pytest.approx(repstats.run_cv([90.0, 110.0]))
