@@ -182,3 +182,31 @@ def test_the_seed_comes_from_the_condition_and_the_base_seed():
     a = condition_intervals("go_cpu1", runs, 100.0, resamples=300)
     assert condition_intervals("go_cpu1", runs, 100.0, resamples=300, base_seed=0) == a
     assert condition_intervals("go_cpu1", runs, 100.0, resamples=300, base_seed=1).intervals != a.intervals
+
+
+def test_nearest_ranks_of_few_and_of_an_odd_count_of_responses():
+    one = condition_intervals("one", [run_blocks(np.array([0.003]), [0.5], 1.0)], 100.0, resamples=20)
+    assert one.point["p50_ms"] == pytest.approx(3.0) and one.intervals["p99_ms"].lo == pytest.approx(3.0)
+    assert one.point["slow_1p_share"] == 0.0 and one.intervals["slow_1p_share"].hi == 0.0
+    two = condition_intervals("two", [run_blocks(np.array([0.001, 0.002]), [0.5, 0.5], 1.0)], 100.0, resamples=20)
+    assert two.point["p50_ms"] == pytest.approx(1.0)  # ceil(0.5 x 2) = the 1st
+    # 50 % of 1001 is rank 500.5, so the 501st: 501 ms.
+    odd = condition_intervals("odd", [run_blocks(np.arange(1, 1002) / 1000.0, np.full(1001, 0.5), 1.0)], 2000.0,
+                              resamples=20)
+    assert odd.point["p50_ms"] == pytest.approx(501.0)
+
+
+def test_a_resample_of_empty_blocks_has_no_latency_and_leaves_the_interval_alone():
+    # Block 0 has 100 responses at 1 ms and one at 9 ms; blocks 1-3 none. About (3/4)^4 = 32 % of the
+    # resamples draw only empty blocks: they have no P50, so every P50 of the interval is 1 ms.
+    run = run_blocks(np.r_[np.full(100, 0.001), 0.009], np.full(101, 0.5), 4.0)
+    found = condition_intervals("sparse", [run], 100.0, resamples=400)
+    assert (found.intervals["p50_ms"].lo, found.intervals["p50_ms"].hi) == pytest.approx((1.0, 1.0))
+    assert found.intervals["rps"].lo == 0.0  # ... but they are a rate of 0
+
+
+def test_other_percentiles_and_periods_name_their_own_columns():
+    run = run_blocks(np.r_[np.full(8, 0.002), 0.150, 0.450], np.linspace(0.1, 1.9, 10), 2.0)
+    found = condition_intervals("other", [run], 100.0, resamples=50, percentiles=(50.0,), slow_periods=(1, 4))
+    assert list(found.point) == ["rps", "p50_ms", "slow_1p_share", "slow_4p_share"]
+    assert (found.point["slow_1p_share"], found.point["slow_4p_share"]) == pytest.approx((0.2, 0.1))

@@ -226,3 +226,8 @@ def test_estimates_without_a_value_or_an_interval_hold_nan_and_their_run_count()
 def test_a_missing_run_value_given_as_none_is_left_out():
     assert repstats.mean_interval([None, 10.0, 12.0]).n == 2
     assert repstats.run_cv([None, 90.0, 110.0]) == pytest.approx(repstats.run_cv([90.0, 110.0]))
+
+
+def test_run_values_may_come_from_any_iterable():
+    assert repstats.mean_interval(v for v in (100.0, 110.0, 120.0)).value == pytest.approx(110.0)
+    assert repstats.run_cv(iter([90.0, 100.0, 110.0])) == pytest.approx(0.1)
