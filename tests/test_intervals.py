@@ -162,7 +162,7 @@ def test_blocks_cut_at_whole_seconds_with_float_noise_and_strays_kept_at_the_end
     assert len(run_blocks(np.ones(1), [0.5], 2.0 + 1e-5).block_s) == 3
     assert list(run_blocks(np.ones(1), [0.5], 0.4).block_s) == pytest.approx([0.4])  # shorter than a block
     # A start before the window or after it belongs to the first or the last block.
-    assert list(run_blocks(np.ones(3), [-0.5, 1.2, 2.7], 2.5).block) == [0, 1, 2]
+    assert list(run_blocks(np.ones(3), [-0.5, 1.2, 3.2], 2.5).block) == [0, 1, 2]
     with pytest.raises(ValueError, match="2 response times but 1 block indices"):
         run_blocks(np.ones(2), [0.5], 2.0)
     for bad in (-1.0, float("nan"), float("inf"), None):
@@ -210,3 +210,12 @@ def test_other_percentiles_and_periods_name_their_own_columns():
     found = condition_intervals("other", [run], 100.0, resamples=50, percentiles=(50.0,), slow_periods=(1, 4))
     assert list(found.point) == ["rps", "p50_ms", "slow_1p_share", "slow_4p_share"]
     assert (found.point["slow_1p_share"], found.point["slow_4p_share"]) == pytest.approx((0.2, 0.1))
+
+
+def test_blocks_of_another_length_and_a_run_of_no_block():
+    from sidecar_bench.intervals import RunBlocks
+
+    blocks = run_blocks(np.ones(3), [0.2, 0.7, 1.9], 2.25, block_s=0.5)
+    assert list(blocks.block_s) == pytest.approx([0.5, 0.5, 0.5, 0.5, 0.25]) and list(blocks.block) == [0, 1, 3]
+    with pytest.raises(ValueError, match=r"^a run needs at least one block \(load window of 0 s\?\)$"):
+        RunBlocks(np.zeros(0), np.zeros(0, dtype="int64"), np.zeros(0))
