@@ -2,17 +2,22 @@
 -> results/<preset>/charts/<name>.{html,png,svg}."""
 
 import sys
+from pathlib import Path
 
 import pandas as pd
 
-from sidecar_bench.charts import write_charts
+from sidecar_bench.charts import save_chart, write_charts
+from sidecar_bench.layouts import has_task_layout, layouts_chart
 from sidecar_bench.loadmodel import closed_loop
 from sidecar_bench.reference import load_reference
 
 
 def main(summary, reference, runs, out_dir):
     # The article's charts are closed-loop charts: open-loop cells go to compare_open_closed.
-    written = write_charts(closed_loop(pd.read_parquet(summary)), load_reference(reference), list(runs), out_dir)
+    closed = closed_loop(pd.read_parquet(summary))
+    written = write_charts(closed, load_reference(reference), list(runs), out_dir)
+    if has_task_layout(closed):  # a set with ECS's task layout: both layouts side by side
+        written += save_chart(layouts_chart(closed), Path(out_dir), "layouts")
     print(f"plot_charts: wrote {len(written)} files to {out_dir}", file=sys.stderr)
     return written
 

@@ -59,6 +59,9 @@ KNOB_DEFAULTS: dict[str, Any] = {"cpu_period_ms": None, "cpu_burst_pct": None, "
 # its sidecars processes of one cgroup (the article's); task - ECS's layout, a task cgroup with the quota and one
 # container per role under it, each with its own CPU weight.
 TOPOLOGIES = ("process", "task")
+# A topology in the knobs' label ("task topology"); the summary's knobs column holds it.
+TOPOLOGY_WORD = "topology"
+TASK_TOPOLOGY_LABEL = f"task {TOPOLOGY_WORD}"
 # ECS container cpu units -> CPUShares: 2 when unset (0 and 1 become 2), at most 262144.
 MIN_SHARES, MAX_SHARES = 2, 262144
 
@@ -261,7 +264,7 @@ class Condition:
         words = {"cpu_period_ms": lambda v: f"period {v:g} ms", "cpu_burst_pct": lambda v: f"burst {v:g} %",
                  "cpu_quota": lambda v: "no quota", "cpuset": lambda v: f"cpuset {v}",
                  "gomaxprocs": lambda v: f"GOMAXPROCS {v}", "uv_threadpool_size": lambda v: f"UV_THREADPOOL_SIZE {v}",
-                 "node_semi_space_mb": lambda v: f"semi-space {v} MB", "topology": lambda v: f"{v} topology",
+                 "node_semi_space_mb": lambda v: f"semi-space {v} MB", "topology": lambda v: f"{v} {TOPOLOGY_WORD}",
                  "app_cpu_units": lambda v: f"app cpu {v}", "sidecar_cpu_units": lambda v: f"sidecar cpu {v}"}
         return ", ".join(words[name](value) for name, value in self.knobs.items())
 

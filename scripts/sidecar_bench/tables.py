@@ -884,11 +884,16 @@ def write_tables(summary: pd.DataFrame, ref: pd.DataFrame, out_dir: str | Path) 
     extra = environment_note(summary)
     written = []
     for table in build_tables(summary, ref):
-        csv_path, md_path = out_dir / f"{table.name}.csv", out_dir / f"{table.name}.md"
-        table.data.to_csv(csv_path, index=False, float_format="%.6g")
-        md_path.write_text(render(table, extra), encoding="utf-8")
-        written += [md_path, csv_path]
+        written += write_table(table, out_dir, extra)
     return written
+
+
+def write_table(table: Table, out_dir: Path, extra_notes: Sequence[str] = ()) -> list[Path]:
+    """<name>.md (its display, notes and flag legend) and <name>.csv (its numbers) in out_dir."""
+    csv_path, md_path = out_dir / f"{table.name}.csv", out_dir / f"{table.name}.md"
+    table.data.to_csv(csv_path, index=False, float_format="%.6g")
+    md_path.write_text(render(table, extra_notes), encoding="utf-8")
+    return [md_path, csv_path]
 
 
 # --- the CPU-budget model (model.py, calibration.py): calibration, predicted against measured, the article --
