@@ -132,3 +132,102 @@ def test_the_ratio_interval_is_welchs_on_the_logs():
         rejects = stats.ttest_ind(np.log(a), np.log(b), equal_var=False).pvalue < 0.05
         r = repstats.ratio_interval(a, b)
         assert (not r.contains(1.0)) == rejects
+
+
+def test_identical_runs_give_a_zero_width_interval():
+    e = repstats.mean_interval([5.0, 5.0, 5.0])
+    assert (e.value, e.lo, e.hi, e.n, e.method) == (5.0, 5.0, 5.0, 3, repstats.T_MEAN)
+    r = repstats.ratio_interval([2.0, 2.0], [4.0, 4.0, 4.0])
+    assert (r.value, r.lo, r.hi) == pytest.approx((0.5, 0.5, 0.5)) and (r.n, r.method) == (2, repstats.WELCH_LOG)
+    x = repstats.ratio_to_exact([3.0, 3.0], 4.0)
+    assert (x.value, x.lo, x.hi) == pytest.approx((0.75, 0.75, 0.75))
+    assert (x.n, x.method) == (2, repstats.ONE_SAMPLE_LOG)
+
+
+def test_a_ratio_is_of_geometric_means():
+    # Geometric means 2 (of 1 and 4) and 4 (of 1 and 16): 0.5; the arithmetic means would give 2.5 / 8.5.
+    r = repstats.ratio_interval([1.0, 4.0], [1.0, 16.0])
+    assert r.value == pytest.approx(0.5) and r.lo < 0.5 < r.hi and r.n == 2
+    assert repstats.ratio_interval([1.0, 4.0], [4.0]).value == pytest.approx(0.5)  # one run of the denominator
+    assert repstats.ratio_to_exact([1.0, 4.0], 4.0).value == pytest.approx(0.5)
+    single = repstats.ratio_to_exact([2.0], 4.0)
+    assert single.value == pytest.approx(0.5) and (single.n, single.method) == (1, repstats.SINGLE)
+    assert not single.has_interval
+
+
+def test_the_ratio_to_a_published_number_is_the_t_interval_of_the_logs():
+    # Logs 0, 0.1, 0.2: mean 0.1, s = 0.1, t(0.975, 2) = 4.3027; against a published 1.
+    x = repstats.ratio_to_exact(np.exp([0.0, 0.1, 0.2]), 1.0)
+    half = 4.3027 * 0.1 / math.sqrt(3)
+    assert x.value == pytest.approx(math.exp(0.1))
+    assert (x.lo, x.hi) == pytest.approx((math.exp(0.1 - half), math.exp(0.1 + half)), rel=1e-4)
+    twice = repstats.ratio_to_exact(np.exp([0.0, 0.1, 0.2]), 2.0)
+    assert (twice.lo, twice.hi) == pytest.approx((x.lo / 2, x.hi / 2))
+
+
+def test_ratios_without_a_usable_value_say_so():
+    assert repstats.ratio_interval([], [1.0, 2.0]).method == repstats.NONE
+    assert repstats.ratio_interval([1.0, 2.0], [math.nan]).method == repstats.NONE
+    zero = repstats.ratio_interval([1.0, 2.0], [0.0, 0.0])
+    assert zero.method == repstats.NONE and math.isnan(zero.value)
+    # A side with a zero run has no log: the ratio of arithmetic means, without an interval.
+    r = repstats.ratio_interval([0.0, 2.0], [1.0, 3.0])
+    assert (r.value, r.method, r.n) == (0.5, repstats.NONE, 2) and not r.has_interval
+    x = repstats.ratio_to_exact([0.0, 1.0], 4.0)
+    assert (x.value, x.method) == (0.125, repstats.NONE) and not x.has_interval
+    for published in (0.0, -1.0, math.nan, math.inf):
+        assert repstats.ratio_to_exact([1.0, 2.0], published).method == repstats.NONE
+    assert repstats.ratio_to_exact([], 1.0).method == repstats.NONE
+
+
+def test_an_interval_contains_its_ends_and_nothing_without_one():
+    e = repstats.Estimate(1.0, 0.5, 2.0, 3, repstats.T_MEAN)
+    assert e.contains(0.5) and e.contains(2.0) and not e.contains(2.01) and not e.contains(0.49)
+    assert not repstats.Estimate(1.0, math.nan, 2.0, 1, repstats.SINGLE).contains(1.0)
+    assert not repstats.Estimate(1.0, 0.5, math.nan, 1, repstats.SINGLE).has_interval
+
+
+def test_run_cv_of_runs_that_average_zero_is_unknown():
+    assert math.isnan(repstats.run_cv([-1.0, 1.0]))
+    assert repstats.run_cv([-90.0, -100.0, -110.0]) == pytest.approx(0.1)  # a spread, whatever the sign
+    assert repstats.run_cv([math.nan, 90.0, 110.0]) == pytest.approx(np.std([90, 110], ddof=1) / 100)
+
+
+def test_a_lower_confidence_gives_a_narrower_interval():
+    # t(0.95, 2) = 2.9200: the 90 % interval of 100, 110, 120.
+    e = repstats.mean_interval([100.0, 110.0, 120.0], confidence=0.90)
+    assert e.hi - e.lo == pytest.approx(2 * 2.9200 * 10 / math.sqrt(3), rel=1e-4)
+
+
+def no_interval(e) -> bool:
+    """lo and hi both NaN (what tables print as no interval), not None nor a number."""
+    return math.isnan(e.lo) and math.isnan(e.hi)
+
+
+def test_estimates_without_a_value_or_an_interval_hold_nan_and_their_run_count():
+    nothing = repstats.mean_interval([])
+    assert math.isnan(nothing.value) and no_interval(nothing) and (nothing.n, nothing.method) == (0, repstats.NONE)
+    assert no_interval(repstats.mean_interval([3.0])) and repstats.mean_interval([3.0]).n == 1
+    for published in (0.0, math.nan):
+        x = repstats.ratio_to_exact([1.0, 2.0, 4.0], published)
+        assert math.isnan(x.value) and no_interval(x) and x.n == 3
+    zero = repstats.ratio_to_exact([0.0, 1.0, 2.0], 4.0)
+    assert no_interval(zero) and zero.n == 3
+    single = repstats.ratio_to_exact([2.0], 4.0)
+    assert no_interval(single) and single.n == 1
+    r = repstats.ratio_interval([0.0, 2.0], [1.0, 3.0])
+    assert no_interval(r)
+    assert repstats.ratio_to_exact(np.exp([0.0, 0.1, 0.2]), 1.0).method == repstats.ONE_SAMPLE_LOG
+    for r, n in ((repstats.ratio_interval([], [1.0, 2.0]), 0), (repstats.ratio_interval([1.0, 2.0], [0.0]), 2),
+                 (repstats.ratio_interval([1.0, 2.0], [4.0]), 2)):
+        assert no_interval(r) and r.n == n
+
+
+def test_a_missing_run_value_given_as_none_is_left_out():
+    assert repstats.mean_interval([None, 10.0, 12.0]).n == 2
+    assert repstats.run_cv([None, 90.0, 110.0]) == pytest.approx(repstats.run_cv([90.0, 110.0]))
+
+
+def test_run_values_may_come_from_any_iterable():
+    assert repstats.mean_interval(v for v in (100.0, 110.0, 120.0)).value == pytest.approx(110.0)
+    assert repstats.run_cv(iter([90.0, 100.0, 110.0])) == pytest.approx(0.1)

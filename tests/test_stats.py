@@ -367,3 +367,191 @@ def test_a_baseline_over_itself_is_exactly_one():
     assert (same.value, same.lo, same.hi) == (1.0, 1.0, 1.0)
     other = condition_ratio({**base, "condition_id": "go_cpu0.25_mem2048_sc3_load05"}, base)
     assert other.lo < 1.0 < other.hi  # two conditions with the same runs still differ by their noise
+
+
+def _starts_per_second(tmp_path, name, counts, load_s):
+    """A run whose second i has counts[i] requests started in it (1 ms each)."""
+    offsets = np.concatenate([s + np.linspace(0.1, 0.9, n) for s, n in enumerate(counts)])
+    c = Condition("go", 1, 2048, 0, 0)
+    return summarise_run(write_run(tmp_path / f"{name}.parquet", c, np.full(len(offsets), 0.001), offset_s=offsets,
+                                   wall_s=load_s, load_s=load_s))
+
+
+def test_the_thirds_standard_error_is_that_of_two_means_of_per_second_counts(tmp_path):
+    # 6 s: thirds of 2 s. First 8 and 12 starts (sample variance 8, its mean's 8 / 2), last 20 and 20 (0):
+    # the difference's standard error is sqrt(4 + 0) = 2.
+    row = _starts_per_second(tmp_path, "six", [8, 12, 5, 5, 20, 20], 6.0)
+    assert (row["first_third_rps"], row["last_third_rps"]) == (10.0, 20.0)
+    assert row["thirds_diff_se_rps"] == pytest.approx(2.0)
+    # Second half, 3 s to 6 s: 5 + 20 + 20 starts.
+    assert row["steady_rps"] == pytest.approx(45 / 3)
+    # 3 s: thirds of one second, Poisson: the counts are their own variances, sqrt(4 + 9).
+    row = _starts_per_second(tmp_path, "three", [4, 6, 9], 3.0)
+    assert (row["first_third_rps"], row["last_third_rps"]) == (4.0, 9.0)
+    assert row["thirds_diff_se_rps"] == pytest.approx(np.sqrt(13))
+
+
+def test_a_window_under_three_seconds_has_no_thirds_and_under_one_a_steady_half_of_itself(tmp_path):
+    row = _starts_per_second(tmp_path, "two", [4, 6], 2.0)
+    assert np.isnan(row["first_third_rps"]) and np.isnan(row["thirds_diff_se_rps"])
+    assert row["steady_rps"] == pytest.approx(6 / 1.0)
+    c = Condition("go", 1, 2048, 0, 0)
+    short = summarise_run(write_run(tmp_path / "short.parquet", c, np.full(5, 0.001),
+                                    offset_s=[0.1, 0.2, 0.5, 0.6, 0.7], wall_s=0.8, load_s=0.8))
+    assert short["steady_rps"] == pytest.approx(3 / 0.4)  # starts in 0.4-0.8 s
+    assert "not_steady" not in short["flags"].split(",")
+
+
+def test_a_condition_pools_its_runs_marks_peaks_and_counts(tmp_path):
+    c = Condition("go", 0.5, 2048, 0, 0)
+    # repeat, responses (1 ms apart in latency by run), cap reached, OOM-killed, restarts, peak MiB, host
+    specs = [(1, 100, 0.002, False, False, 0, 100, "a"), (2, 300, 0.004, True, False, 1, 300, "b"),
+             (3, 200, 0.003, False, True, 2, 200, "a")]
+    paths = [write_run(run_path(tmp_path, c.id, r), c, [latency] * n, wall_s=10.0, repeat=r, meta_overrides={
+        "requests": {"cap_reached": cap},
+        "container": {"oom_killed": oom, "restart_count": restarts, "peak_memory_bytes": peak * 2**20},
+        "environment": {"hostname": host}}) for r, n, latency, cap, oom, restarts, peak, host in specs]
+    per_run = summarise_runs(paths)
+    row = summarise_conditions(per_run).iloc[0]
+    assert row["cap_reached"] and row["oom_killed"]  # any run's
+    assert {"cap_reached", "oom_or_restart"} <= set(row["flags"].split(","))
+    assert row["restart_count"] == 3 and row["peak_memory_mb"] == pytest.approx(300)  # summed; the highest
+    assert row["max_ms"] == pytest.approx(4.0)
+    assert row["mean_ms"] == pytest.approx((100 * 2 + 300 * 4 + 200 * 3) / 600)  # over all responses
+    assert (row["successful"], row["responses"], row["errors"]) == (600, 600, 0)
+    assert row["rps"] == pytest.approx(20.0) and row["rps_runs"] == "10;30;20"
+    for column in ("steady_rps", "first_third_rps", "time_coverage", "task_cpu_pct"):
+        assert row[column] == pytest.approx(per_run[column].mean())  # the runs' mean
+    assert row["env_hostname"] == "a;b"
+    # None of the runs capped or killed: neither is marked.
+    calm = summarise_conditions(per_run.assign(cap_reached=False, oom_killed=False, restart_count=0, flags="")).iloc[0]
+    assert not calm["cap_reached"] and not calm["oom_killed"] and "oom_or_restart" not in calm["flags"]
+    # As a CSV reads them back: "True" / "False".
+    text = summarise_conditions(per_run.assign(cap_reached=["False", "True", "False"])).iloc[0]
+    assert text["cap_reached"]
+
+
+# --- the helpers behind the summaries: documented values, edge by edge -------------------------------------
+
+def test_a_successful_response_has_a_2xx_status(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    row = summarise_run(write_run(tmp_path / "codes.parquet", c, [0.001] * 6, [199, 200, 250, 299, 300, 404],
+                                  wall_s=1.0))
+    assert (row["successful"], row["non_2xx"], row["errors"]) == (3, 3, 3)
+    assert row["error_rate"] == pytest.approx(0.5) and row["rps"] == pytest.approx(3.0)
+
+
+def test_the_repeat_comes_from_the_file_then_its_name():
+    from sidecar_bench.stats import repeat_of
+
+    assert repeat_of("runs/x/rep3.parquet", {}) == 3
+    assert repeat_of("runs/x/rep12.parquet", {"repeat": None}) == 12
+    assert repeat_of("runs/x/rep3.parquet", {"repeat": 2}) == 2
+    assert repeat_of("runs/x/run.parquet", {}) == 1 and repeat_of("runs/x/prep3.parquet", {}) == 1
+
+
+def test_whole_seconds_of_a_window():
+    from sidecar_bench.stats import whole_seconds
+
+    assert whole_seconds(9.9999999) == 10 and whole_seconds(9.99) == 9 and whole_seconds(1.0) == 1
+    assert [whole_seconds(v) for v in (0.5, 0.0, -3.0, float("nan"), float("inf"))] == [0, 0, 0, 0, 0]
+
+
+def test_per_run_values_are_written_and_read_back():
+    from sidecar_bench.stats import join_run_values, run_values
+
+    assert join_run_values([512.34567, float("nan"), 1e7, 30.0]) == "512.346;nan;1e+07;30"
+    assert list(run_values("10;nan;30")[[0, 2]]) == [10.0, 30.0] and np.isnan(run_values("10;nan;30")[1])
+    for empty in (None, float("nan"), "", "  "):
+        assert len(run_values(empty)) == 0
+    with pytest.raises(ValueError, match=r"per-run values '1;x': not numbers joined by ';'"):
+        run_values("1;x")
+
+
+def test_ratios_of_summary_rows_use_their_runs_or_their_one_value():
+    from sidecar_bench.stats import condition_ratio, ratio_to_published
+
+    # Summaries from before the per-run columns: the value alone, no interval.
+    old = condition_ratio({"condition_id": "a", "rps": 10.0}, {"condition_id": "b", "rps": 20.0})
+    assert old.value == pytest.approx(0.5) and old.method == "single"
+    p99 = condition_ratio({"condition_id": "a", "p99_ms": 300.0, "p99_ms_runs": "200;450"},
+                          {"condition_id": "b", "p99_ms": 100.0, "p99_ms_runs": "100;100"}, metric="p99_ms")
+    assert p99.value == pytest.approx(3.0) and p99.method == "welch-log"  # geometric mean 300 over 100
+    same = condition_ratio({"condition_id": "a", "rps_runs": "1;2;3"}, {"condition_id": "a", "rps_runs": "1;2;3"})
+    assert same.n == 3
+    published = ratio_to_published({"rps": 10.0, "rps_runs": "10;40"}, 10)
+    assert published.value == pytest.approx(2.0) and published.n == 2  # geometric mean 20 over 10
+
+
+def test_a_share_interval_stays_within_0_and_1(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    runs = summarise_runs([write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=1.0, repeat=r)
+                           for r in (1, 2)])
+    row = summarise_conditions(runs.assign(slow_1p_share=[0.9, 1.0], p99_ms=[1.0, 100.0])).iloc[0]
+    assert row["slow_1p_share_hi"] == 1.0 and 0.0 < row["slow_1p_share_lo"] < 0.95
+    assert row["p99_ms_lo"] == 0.0 and row["p99_ms_hi"] > 100.0
+
+
+def test_run_columns_from_the_files_limits_and_counters(tmp_path):
+    c = Condition("go", 0.5, 1024, 3, 5)
+    plain = summarise_run(write_run(tmp_path / "a.parquet", c, [0.001] * 10, wall_s=2.0))
+    assert (plain["memory_limit_mb"], plain["swap_limit_mb"], plain["limit_vcpu"]) == (1024.0, 0.0, 0.5)
+    assert (plain["host_cpus"], plain["exit_code"], plain["cgroup_source"]) == (2.0, 0, "cgroup-v1")
+    assert plain["peak_memory_mb"] == pytest.approx(150.0) and plain["window_start"].startswith("2025-01-01")
+    assert np.isnan(plain["nr_bursts"]) and plain["load_model"] == "closed"
+    row = summarise_run(write_run(tmp_path / "b.parquet", c, [0.001] * 10, wall_s=2.0, meta_overrides={
+        "cgroup": {"period_us": None, "nr_bursts": 3, "burst_s": 0.25},
+        "container": {"peak_memory_bytes": None},
+        "processes": [{"role": "app", "target_pct": None, "cpu_s": 0.2},
+                      {"role": "proxy", "target_pct": 5.0, "cpu_s": 0.1},
+                      {"role": "agent", "target_pct": None, "cpu_s": 0.1}]}))
+    assert row["period_ms"] == 100.0 and np.isnan(row["quota_cpu_pct"])  # no period: 100 ms, quota unknown
+    assert (row["nr_bursts"], row["burst_s"]) == (3.0, 0.25) and np.isnan(row["peak_memory_mb"])
+    # Sidecars: used CPU of both that ran, target of the one that has one; no log router, no value.
+    assert row["sidecars_cpu_pct"] == pytest.approx(10.0) and row["sidecars_target_pct"] == pytest.approx(5.0)
+    assert np.isnan(row["log_router_cpu_pct"]) and np.isnan(row["agent_cpu_vs_target"])
+
+
+def test_the_open_loop_columns_of_a_run_count_what_was_never_answered_as_slow():
+    from sidecar_bench.stats import open_loop_columns
+
+    meta = {"condition": {"load_model": "open"}, "open_loop": {
+        "rate_per_s": 100.0, "rate_share": 0.5, "arrivals": "poisson", "capacity": {"rps_mean": 200.0},
+        "summary": {"scheduled": 1000, "late": 5, "dropped": 5, "sent_rate_per_s": 95.0}}}
+    ok = np.r_[np.full(8, 0.05), np.full(2, 0.15)]
+    out = open_loop_columns(meta, ok, 100.0, failed=3)
+    assert (out["load_model"], out["arrivals"]) == ("open", "poisson")
+    assert (out["rate_share"], out["capacity_rps"]) == (0.5, 200.0)
+    assert out["not_on_time_share"] == pytest.approx(0.01) and out["rate_ratio"] == pytest.approx(0.95)
+    # 10 responses, 5 dropped, 3 failed: 2 slower than one period + 8 never answered, of 18.
+    assert out["slow_1p_share"] == pytest.approx(10 / 18) and out["slow_2p_share"] == pytest.approx(8 / 18)
+    assert (out["late"], out["dropped"], out["sent_rate_per_s"], out["rate_per_s"]) == (5.0, 5.0, 95.0, 100.0)
+    no_drops = {"open_loop": {"summary": {"scheduled": 100, "late": 0}}}
+    out = open_loop_columns(no_drops, ok, 100.0, failed=0)
+    assert out["load_model"] == "open" and out["slow_1p_share"] == pytest.approx(0.2)
+    assert np.isnan(open_loop_columns(no_drops, np.zeros(0), 100.0, failed=0)["slow_1p_share"])
+    closed = open_loop_columns({"load": {"load_model": None}}, ok, 100.0, failed=0)
+    assert closed["load_model"] == "closed" and closed["arrivals"] is None and np.isnan(closed["late"])
+    assert "slow_1p_share" not in closed
+
+
+def test_a_condition_sums_and_averages_its_open_loop_columns(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    runs = summarise_runs([write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=1.0, repeat=r)
+                           for r in (1, 2)])
+    row = summarise_conditions(runs.assign(load_model="open", arrivals="poisson", late=[1.0, 2.0],
+                                           dropped=[0.0, 4.0], rate_ratio=[0.9, 1.0])).iloc[0]
+    assert (row["load_model"], row["arrivals"], row["late"], row["dropped"]) == ("open", "poisson", 3.0, 4.0)
+    assert row["rate_ratio"] == pytest.approx(0.95) and np.isnan(row["capacity_rps"])
+    closed = summarise_conditions(runs.assign(load_model=None)).iloc[0]
+    assert closed["load_model"] == "closed" and np.isnan(closed["late"])
+
+
+def test_environments_lists_each_distinct_one_once():
+    import pandas as pd
+    from sidecar_bench.stats import environments
+
+    summary = pd.DataFrame({"env_hostname": ["a", "a", "b", None, "c"], "env_kernel": ["6.1", "6.1", "6.1", None, None],
+                            "rps": [1, 2, 3, 4, 5]})
+    assert environments(summary).values.tolist() == [["a", "6.1"], ["b", "6.1"], ["c", "?"]]
+    assert environments(summary.iloc[:0]).empty and environments(summary[["rps"]]).empty
