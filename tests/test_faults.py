@@ -332,3 +332,60 @@ def test_engine_stopping_mid_run_fails_naming_the_host_and_a_rerun_completes_wha
     client = docker.DockerClient(base_url=second_engine.url)
     # The containers the stopped engine kept were swept by the rerun's job; the stale lease broken.
     assert containers_of(client, conditions(memory)) == []
+
+
+TASK_RUN = """
+from sidecar_bench.hosts import host_lock
+from sidecar_bench import runner
+from sidecar_bench.conditions import Condition, LoadSettings
+condition = Condition.from_dict({condition!r})
+with host_lock([{{"name": "second", "url": {url!r}}}], {locks!r}, 3600, "task topology engine-stop test") as (_, client):
+    runner.run_condition(client, condition, LoadSettings(duration_s=60, ready_timeout_s=60),
+                         "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest", {out!r}, "second")
+"""
+
+
+def test_an_engine_stopping_mid_task_run_leaves_what_the_next_sweep_removes(second_engine, tmp_path):
+    """The task topology's containers and task cgroup after its engine stops mid-run: the run fails, writes no
+    file, and once the engine is back the sweep every run makes under the lease removes the containers (the
+    reader naming the cgroup among them, stopped) and then the task cgroup."""
+    from sidecar_bench import job
+    from sidecar_bench.conditions import Condition
+    from sidecar_bench.hosts import host_lock
+    from test_task_topology import task_cgroups
+
+    assert task_cgroups() == [], "a task cgroup of another run is still there"
+    second_engine.load_images(["sidecar-bench/task:go-sidecar"])
+    condition = Condition("go", 0.25, 2041, 1, 10, topology="task")
+    label = [f"{runner.PROJECT_LABEL}={runner.PROJECT}", f"{runner.CONDITION_LABEL}={condition.id}"]
+    out = tmp_path / "run.parquet"
+    script = TASK_RUN.format(condition=condition.as_dict(), url=second_engine.url, locks=str(tmp_path / "locks"),
+                             out=str(out))
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    client = docker.DockerClient(base_url=second_engine.url)
+    try:
+        def mid():
+            assert process.poll() is None, process.stdout.read().decode(errors="replace")[-3000:]
+            parts = {c.labels.get(runner.PART_LABEL) for c in client.containers.list(filters={"label": label})}
+            return {"reader", "task", "loadgen"} <= parts and task_cgroups() != []
+        wait_until(mid, 120, "the task run did not get under way on the second engine")
+        time.sleep(2)
+        second_engine.stop()
+        process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    output = process.stdout.read().decode(errors="replace")
+    assert process.returncode != 0, output[-3000:]
+    assert not out.exists() and not list(tmp_path.glob("run.parquet*")), list(tmp_path.iterdir())
+    assert task_cgroups() != [], "the task cgroup went away with the engine: nothing left to test"
+
+    second_engine.start()
+    client = docker.DockerClient(base_url=second_engine.url)
+    left = client.containers.list(all=True, filters={"label": label})
+    assert "reader" in {c.labels[runner.PART_LABEL] for c in left}, [c.name for c in left]
+    with host_lock([{"name": "second", "url": second_engine.url}], tmp_path / "locks", 60, "sweep") as (_, held):
+        job.remove_stale_containers(held)
+    assert client.containers.list(all=True, filters={"label": label}) == []
+    assert task_cgroups() == []
