@@ -18,8 +18,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .charts import LOAD_SCALE, LOAD_TITLE, placeholder, setup_name
 from .conditions import TASK_TOPOLOGY_LABEL
-from .tables import (APP_NAMES, DEFINITIONS, NO_RATIO, Table, baseline_memory, between, cell_codes, codes_of, fmt,
+from .tables import (DEFINITIONS, NO_RATIO, Table, baseline_memory, between, cell_codes, codes_of, fmt,
                      knob_labels, load_text, measured, measured_only, missing_note, ratio_text, ratios_over)
 
 PROCESS, TASK = "process", "task"
@@ -93,8 +94,8 @@ def layouts_data(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def setup_text(app: str, vcpu: float, sidecar_count: int, memory_mb: int | None = None) -> str:
-    noun = "sidecar" if int(sidecar_count) == 1 else "sidecars"
-    text = f"{APP_NAMES.get(app, app).split()[0]} {float(vcpu):g} vCPU + {int(sidecar_count)} {noun}"
+    """charts.setup_name, with the memory limit where it is not the set's usual one."""
+    text = setup_name(app, float(vcpu), int(sidecar_count))
     return text if memory_mb is None else f"{text}, {int(memory_mb)} MB"
 
 
@@ -152,8 +153,7 @@ def layouts_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
     data = layouts_data(summary)
     title = "One container or an ECS task: what the sidecars cost the app in each layout"
     if data.empty:
-        return (alt.Chart(pd.DataFrame({"text": ["No setup of this set was measured in both layouts."]}))
-                .mark_text(fontSize=14).encode(text="text:N").properties(title=title, width=520, height=80))
+        return placeholder(title, "No setup of this set was measured in both layouts.")
     memory = baseline_memory(summary)
     data = data.assign(
         setup=[setup_text(r["app"], r["vcpu"], r["sidecar_count"], None if r["memory_mb"] == memory
@@ -164,8 +164,7 @@ def layouts_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
                       scale=alt.Scale(domain=[LAYOUT_NAMES[k] for k in (PROCESS, TASK)],
                                       range=[LAYOUT_COLORS[k] for k in (PROCESS, TASK)]),
                       legend=alt.Legend(orient="top"))
-    x = alt.X("total_sidecar_load_pct:Q", title="Total sidecar load (% of one core)",
-              scale=alt.Scale(nice=False, zero=True))
+    x = alt.X("total_sidecar_load_pct:Q", title=LOAD_TITLE, scale=LOAD_SCALE)
     tooltip = ["setup:N", "layout_name:N", alt.Tooltip("total_sidecar_load_pct:Q", title="load %"),
                alt.Tooltip("rps:Q", format=".0f"), alt.Tooltip("retained:Q", format=".0%"),
                alt.Tooltip("retained_lo:Q", format=".0%"), alt.Tooltip("retained_hi:Q", format=".0%"),
@@ -173,6 +172,7 @@ def layouts_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
                alt.Tooltip("slow_pct:Q", title="> 1 period %", format=".2f"),
                alt.Tooltip("app_cpu_pct:Q", title="app CPU %", format=".1f")]
     base = alt.Chart().encode(x=x, color=color, tooltip=tooltip)
+    column = alt.Column("setup:N", title=None, sort=setups, header=alt.Header(labelFontSize=12))
     y = alt.Y("retained:Q", title="RPS retained (share of 0 % load)", axis=alt.Axis(format="%"),
               scale=alt.Scale(zero=True))
     retained = alt.layer(
@@ -182,14 +182,11 @@ def layouts_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
                                            y2="retained_hi:Q"),
         base.mark_point(filled=True, size=35, opacity=1),
         data=data,
-    ).encode(y=y).properties(width=200, height=170).facet(
-        column=alt.Column("setup:N", title=None, sort=setups, header=alt.Header(labelFontSize=12))
-    ).resolve_scale(x="independent")
+    ).encode(y=y).properties(width=200, height=170).facet(column=column).resolve_scale(x="independent")
     slow_y = alt.Y("slow_pct:Q", title="Responses > 1 CFS period (%)", scale=alt.Scale(zero=True))
     slow = alt.layer(base.mark_line(), base.mark_point(filled=True, size=35, opacity=1),
                      data=data).encode(y=slow_y).properties(width=200, height=140).facet(
-        column=alt.Column("setup:N", title=None, sort=setups, header=alt.Header(labelFontSize=12))
-    ).resolve_scale(x="independent")
+        column=column).resolve_scale(x="independent")
     subtitle = ["Each layout's RPS over its own 0 % load; bars: 95 % interval with both conditions' run-to-run "
                 "variation. Below: the share of responses slower than one CFS period.",
                 "One container: the article's design. ECS task: a task cgroup with the quota and a container per "
