@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 
-from sidecar_bench import hey, hosts, image, job, record, runner
+from sidecar_bench import containers, hey, hosts, image, job, record, runner
 from conftest import hold_engine
 from sidecar_bench.conditions import Condition, LoadSettings
 
@@ -932,6 +932,37 @@ def test_containers_of_a_run_that_died_are_removed_before_the_next(client, engin
             stale.remove(force=True)
         except docker.errors.NotFound:
             pass
+
+
+def run_watched(deadline_s: int, command: list[str], timeout_s: float = 10) -> tuple[int, float]:
+    """The watcher as a container's entrypoint runs it (bash), its stdin held open as the runner's attach
+    holds it: (exit status, seconds taken)."""
+    started = time.monotonic()
+    process = subprocess.Popen(containers.watched(deadline_s, command), stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return process.wait(timeout=timeout_s), time.monotonic() - started
+    finally:
+        process.kill()
+        process.stdin.close()
+
+
+def test_the_watcher_returns_the_status_of_an_app_that_ends_at_once():
+    # An app that exits before the watcher's wait -n begins can be gone from bash's job table; the watcher
+    # once lost its status then (1 in 30 here) and lived on to its deadline, so the run timed out waiting
+    # for readiness instead of naming the app's exit. 200 tries: every one ends at once with the app's status.
+    found = [run_watched(30, ["sh", "-c", "exit 64"]) for _ in range(200)]
+    assert [status for status, _ in found] == [64] * 200
+    assert max(took for _, took in found) < 5
+
+
+def test_the_watcher_ends_the_app_at_its_deadline_and_when_its_stdin_closes():
+    status, took = run_watched(1, ["sleep", "30"])
+    assert status == 137 and 0.9 < took < 10
+    process = subprocess.Popen(containers.watched(30, ["sleep", "30"]), stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process.stdin.close()  # the runner's attach gone
+    assert process.wait(timeout=10) == 137
 
 
 @pytest.mark.docker

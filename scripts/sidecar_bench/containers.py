@@ -50,13 +50,20 @@ exec 3<&-
 trap 'kill -TERM "$main" 2>/dev/null' TERM
 trap 'kill -INT "$main" 2>/dev/null' INT
 trap 'kill -HUP "$main" 2>/dev/null' HUP
+# A child that ends before wait -n begins can be gone from bash's job table: wait -n then says "no such
+# job" and waits for the other one alone. A plain wait on a pid still returns its status, so both ends
+# are checked before every wait -n, and main's again when the reader is seen to end.
+ended() { ! kill -0 "$1" 2>/dev/null; }
 while :; do
-  unset ended
-  wait -n -p ended "$main" "$reader"
+  ended "$main" && { wait "$main"; exit; }
+  ended "$reader" && break
+  unset done_pid
+  wait -n -p done_pid "$main" "$reader" 2>/dev/null
   status=$?
-  [ -n "${ended-}" ] && break  # else a trapped signal interrupted the wait
+  [ -n "${done_pid-}" ] && break  # else a trapped signal interrupted the wait
 done
-[ "$ended" = "$main" ] && exit "$status"
+[ "${done_pid-}" = "$main" ] && exit "$status"
+ended "$main" && { wait "$main"; exit; }
 exit 137
 """
 WATCH_NAME = "sidecar-bench-watch"
