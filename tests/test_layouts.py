@@ -1,4 +1,4 @@
-"""The layouts table and chart (layouts.py): the task's two layouts side by side, each retention over its own
+"""The layouts table and chart (layouts.py, layout_charts.py): the task's two layouts side by side, each retention over its own
 layout's no-load condition, the task / process ratio at the same load, and nothing for a set without the task
 layout."""
 
@@ -11,7 +11,8 @@ import pytest
 import make_tables
 import plot_charts
 from sidecar_bench.charts import save_chart
-from sidecar_bench.layouts import has_task_layout, layouts_chart, layouts_data, layouts_table
+from sidecar_bench.layout_charts import layouts_chart
+from sidecar_bench.layouts import has_task_layout, layouts_data, layouts_table
 
 REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "article-results.csv"
 

@@ -23,7 +23,8 @@ from . import reference as refmod
 from .breaking import assess_rows
 from .flags import FLAGS
 from .runfile import read_columns, read_failure
-from .tables import APP_NAMES, article_settings, baseline_memory, cell_codes, codes_of, measured_only, ratios_over, runs_of
+from .tables import (APP_NAMES, article_settings, baseline_memory, cell_codes, codes_of, measured_only, ratios_over,
+                     runs_of, setup_name)
 from .timeseries import per_second
 
 # The article's four setups: app, vCPU, sidecar count.
@@ -42,11 +43,6 @@ WIDTH, HEIGHT = 260, 190
 ECDF_POINTS = 1500
 PANEL_WIDTH, LABEL_PX = 330, 16  # distribution panels; a rotated period label needs ~16 px of axis
 REP_FILE = re.compile(r"rep(\d+)$")
-
-
-def setup_name(app: str, vcpu: float, sidecar_count: int) -> str:
-    noun = "sidecar" if sidecar_count == 1 else "sidecars"
-    return f"{APP_NAMES.get(app, app).split()[0]} {vcpu:g} vCPU + {sidecar_count} {noun}"
 
 
 def placeholder(title: str, message: str) -> alt.Chart:

@@ -299,6 +299,11 @@ def apps_of(summary: pd.DataFrame, ref: pd.DataFrame) -> list[str]:
 APP_NAMES = {"go": "Go API", "next": "Next SSR"}
 
 
+def setup_name(app: str, vcpu: float, sidecar_count: int) -> str:
+    noun = "sidecar" if sidecar_count == 1 else "sidecars"
+    return f"{APP_NAMES.get(app, app).split()[0]} {vcpu:g} vCPU + {sidecar_count} {noun}"
+
+
 def environment_note(summary: pd.DataFrame) -> list[str]:
     envs = environments(summary)
     if len(envs) > 1:
