@@ -23,6 +23,7 @@ start, readiness, load, CSV). Holds the engine's measurement lock throughout eac
 from __future__ import annotations
 
 import argparse
+import os
 import uuid
 from pathlib import Path
 
@@ -107,13 +108,25 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             print(f"warmup_study: {condition.id} rep {repeat}: " + ", ".join(
                 f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
                 if k not in ("condition_id", "app", "vcpu", "sidecars", "repeat")), flush=True)
-    pd.DataFrame(series).to_csv(out / "rates.csv", index=False)
-    table = pd.DataFrame(rows)
-    (out / "warmup-study.md").write_text(
-        f"# When the rate stops rising ({args.seconds:g} s of load, preset {args.preset}, until_steady rule "
-        f"window {settings.window_s:g} s, tolerance {settings.tolerance:g})\n\n"
-        + table.to_markdown(index=False, floatfmt=".3g") + "\n")
-    return table
+            # After every cell, so that an interrupted study keeps what it measured.
+            write_outputs(out, series, rows, args, settings)
+    return pd.DataFrame(rows)
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_outputs(out: Path, series: list[dict], rows: list[dict], args: argparse.Namespace,
+                  settings: WarmupSettings) -> None:
+    """rates.csv and warmup-study.md, each replaced whole (never half-written)."""
+    _replace(out / "rates.csv", pd.DataFrame(series).to_csv(index=False))
+    _replace(out / "warmup-study.md",
+             f"# When the rate stops rising ({args.seconds:g} s of load, preset {args.preset}, until_steady rule "
+             f"window {settings.window_s:g} s, tolerance {settings.tolerance:g})\n\n"
+             + pd.DataFrame(rows).to_markdown(index=False, floatfmt=".3g") + "\n")
 
 
 if __name__ == "__main__":

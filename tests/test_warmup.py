@@ -39,6 +39,26 @@ def test_the_study_finds_when_a_series_stops_rising():
     assert rates_per_second([0.1, 0.5, 1.2, 2.9, 3.5], 3) == [2.0, 1.0, 1.0]
 
 
+
+def test_the_study_script_describes_a_series_and_keeps_each_cell_as_it_goes(tmp_path):
+    import argparse
+
+    import pandas as pd
+    import warmup_study
+
+    series = [30 + 3 * min(t, 12) for t in range(60)]  # rises for 12 s, then flat at 66
+    row = warmup_study.describe(series, SETTINGS)
+    assert row["rps_plateau"] == 66 and row["steady_s"] == 16.0
+    assert row["plateau_s"] == 13.0  # the 3 s mean of seconds 10-12 (63) first reaches 95 % of 66 (62.7)
+    assert row["rise_5_15_over_0_5"] == pytest.approx(57.6 / 36 - 1)  # seconds 5-14 over 0-4
+    args = argparse.Namespace(seconds=60.0, preset="article")
+    rates = [{"condition_id": "go", "repeat": 1, "second": s, "rps": r} for s, r in enumerate(series)]
+    warmup_study.write_outputs(tmp_path, rates, [{"condition_id": "go", **row}], args, SETTINGS)
+    warmup_study.write_outputs(tmp_path, rates * 2, [{"condition_id": "go", **row}] * 2, args, SETTINGS)
+    assert len(pd.read_csv(tmp_path / "rates.csv")) == 120  # replaced whole after the second cell
+    assert (tmp_path / "warmup-study.md").read_text().count("| go ") == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rates.csv", "warmup-study.md"]  # no temp file left
+
 def config_with(warmup):
     data = yaml.safe_load((ROOT / "config.yaml").read_text())
     data["load"]["warmup"] = warmup
