@@ -146,7 +146,7 @@ def child(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
     # What scripts/run_condition.py imports.
     from sidecar_bench import job
-    from sidecar_bench.experiment import load_experiment  # noqa: F401
+    from sidecar_bench.experiment import resolve_experiment  # noqa: F401
     from sidecar_bench.hosts import lock_dir  # noqa: F401
 
     recorder = Recorder()

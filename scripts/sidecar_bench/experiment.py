@@ -111,7 +111,16 @@ def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: 
 
 
 def load_experiment(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: str = "config.yaml") -> Experiment:
-    config = check_config(config, schema_path, source)
+    """The experiment a config describes: check_config, then resolve_experiment."""
+    return resolve_experiment(check_config(config, schema_path, source), source)
+
+
+def resolve_experiment(config: Mapping[str, Any], source: str = "config.yaml") -> Experiment:
+    """The experiment of a config check_config has returned (validated, defaults filled in), without
+    validating it again: the preset resolved, its matrix expanded, and what the schema cannot say checked
+    (the preset exists, no set listed twice, host names unique, TLS files there, adaptive against repeats),
+    with the same ConfigError messages naming key and value. The workflow validates once (common.smk) and
+    resolves with this; its run jobs read the same checked config."""
     preset = config["preset"]
     if preset not in config["presets"]:
         known = ", ".join(sorted(config["presets"]))

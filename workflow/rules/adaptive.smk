@@ -8,12 +8,9 @@
 # re-decides, and a run file, once written, is never measured again (its rule and rerun
 # triggers are run_condition's). Every decision read is logged with its reason, so
 # `snakemake -n` and the run's log say why a repetition was added.
-from snakemake.exceptions import IncompleteCheckpointException
-from snakemake.logging import logger
-from sidecar_bench.adaptive import read_decisions
+# The helpers stay here, beside the reasons they have logged; ADAPTIVE and ADAPTIVE_ON are
+# computed in common.smk.
 
-ADAPTIVE = EXPERIMENT.adaptive
-ADAPTIVE_ON = ADAPTIVE.enabled(REPEATS)
 # Reasons already logged: the input function runs again after every decision.
 ADAPTIVE_SAID = set()
 
@@ -35,13 +32,19 @@ def adaptive_in_play(preset, repeat):
     ]
 
 
+def get_decision_runs(wildcards):
+    """The runs the decision after round N judges: 1..N of every condition still in play."""
+    rounds = int(wildcards.repeat)
+    return [
+        run_file(wildcards.preset, cid, repeat)
+        for cid in adaptive_in_play(wildcards.preset, rounds)
+        for repeat in range(1, rounds + 1)
+    ]
+
+
 checkpoint decide_repeat:
     input:
-        runs=lambda wc: [
-            run_file(wc.preset, cid, repeat)
-            for cid in adaptive_in_play(wc.preset, int(wc.repeat))
-            for repeat in range(1, int(wc.repeat) + 1)
-        ],
+        runs=get_decision_runs,
     output:
         decision="results/{preset}/adaptive/after{repeat}.json",
     log:

@@ -1,14 +1,27 @@
-# Config validation, the condition matrix, and the small helpers rules use.
+# Config validation, the condition matrix, and the small helpers rules use. Every import
+# of the workflow and every value computed from the config live here; the other files
+# hold their rules (and adaptive.smk the helpers of its checkpoint, beside the state
+# they keep).
 import json
 import re
 import os
 from pathlib import Path
 
+from sidecar_bench.adaptive import read_decisions
+from sidecar_bench.calibration import (
+    burn_peers,
+    calibration_cells,
+    cell_condition,
+    memory_of,
+    no_limit_vcpu,
+    run_path,
+)
 from sidecar_bench.codedeps import project_code
 from sidecar_bench.conditions import ConfigError
-from sidecar_bench.experiment import check_config, load_experiment
+from sidecar_bench.experiment import check_config, resolve_experiment
 from sidecar_bench.image import inputs_digest
-from snakemake.utils import validate
+from snakemake.exceptions import IncompleteCheckpointException
+from snakemake.logging import logger
 
 # The library (scripts/sidecar_bench) is installed by the set-up; the files it
 # reads are this workflow's own, named from here (a copy of the project reads its
@@ -18,13 +31,14 @@ CONFIG_SCHEMA = PROJECT_DIR / "workflow" / "schemas" / "config.schema.yaml"
 TASK_IMAGE_DIR = PROJECT_DIR / "task-image"
 
 try:
-    # Names the key and the value of the first problem, before any job starts;
-    # fills in the schema's defaults and turns numbers given as text into numbers.
+    # The config's one validation against the schema: names the key and the value of
+    # the first problem, before any job starts; fills in the schema's defaults and
+    # turns numbers given as text into numbers. Then what the schema cannot say (a
+    # preset that exists, a set listed twice, host names and TLS files, ...).
     config.update(check_config(config, CONFIG_SCHEMA))
-    EXPERIMENT = load_experiment(config, CONFIG_SCHEMA)
+    EXPERIMENT = resolve_experiment(config)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
-validate(config, schema="../schemas/config.schema.yaml")
 
 PRESET = EXPERIMENT.preset
 CONDITIONS = {condition.id: condition for condition in EXPERIMENT.conditions}
@@ -55,6 +69,32 @@ os.environ.update(
     )
 )
 
+# The CPU-budget model's calibration (model.smk): each app of the preset with no sidecar
+# at each of its vCPU levels and with no CPU limit (scripts/sidecar_bench/calibration.py).
+# Cells the matrix already has are read from its run files; the others are measured into
+# results/<preset>/calibration/runs/.
+CALIBRATION_NO_LIMIT_VCPU = no_limit_vcpu(config.get("calibration"))
+CALIBRATION_CELLS = calibration_cells(EXPERIMENT.conditions, CALIBRATION_NO_LIMIT_VCPU)
+CALIBRATION_RUN_FILES = [
+    run_path(PRESET, cell, repeat)
+    for repeat in range(1, REPEATS + 1)
+    for cell in CALIBRATION_CELLS
+]
+
+# Sidecars that burn what they claim (model.smk, burn_comparison): where another preset
+# whose sidecars burn the other way (load.sidecar_burn wall / cpu) has been measured, the
+# same conditions side by side. Its summary is read as it is; this workflow never measures it.
+BURN_PEERS = burn_peers(config, PRESET)
+BURN_OUTPUTS = [f"results/{PRESET}/model/burn"] if BURN_PEERS else []
+
+# A real proxy in the request path (proxy.smk): its report for a preset that has one.
+HAS_REAL_PROXY = any(condition.real_proxy for condition in EXPERIMENT.conditions)
+PROXY_OUTPUTS = [f"results/{PRESET}/proxy"] if HAS_REAL_PROXY else []
+
+# Adaptive repetitions (adaptive.smk): off unless adaptive.max_repeats is set.
+ADAPTIVE = EXPERIMENT.adaptive
+ADAPTIVE_ON = ADAPTIVE.enabled(REPEATS)
+
 
 wildcard_constraints:
     preset=re.escape(PRESET),
@@ -81,6 +121,17 @@ def get_condition(wildcards):
 
 def get_task_image_ref(wildcards):
     condition = CONDITIONS[wildcards.condition]
+    return f"results/images/{condition.variant}.json"
+
+
+def get_calibration_condition(wildcards):
+    """A calibration run's condition (its app alone: no sidecar)."""
+    return cell_condition(CALIBRATION_CELLS, wildcards.condition).as_dict()
+
+
+def get_calibration_image_ref(wildcards):
+    """A calibration run's image: its app-only variant, which a changed sidecar leaves as it is."""
+    condition = cell_condition(CALIBRATION_CELLS, wildcards.condition)
     return f"results/images/{condition.variant}.json"
 
 

@@ -5,27 +5,12 @@
 # (a quota of all the host's CPUs; scripts/sidecar_bench/calibration.py). Conditions the matrix already has
 # are read from its run files; the others are measured like a run (same script, same rerun triggers) into
 # results/<preset>/calibration/runs/. They use the app-only images: a changed app reruns them, a changed
-# sidecar does not.
-from sidecar_bench.calibration import (
-    burn_peers,
-    calibration_cells,
-    cell_condition,
-    no_limit_vcpu,
-    run_path,
-)
-
-CALIBRATION_NO_LIMIT_VCPU = no_limit_vcpu(config.get("calibration"))
-CALIBRATION_CELLS = calibration_cells(EXPERIMENT.conditions, CALIBRATION_NO_LIMIT_VCPU)
-CALIBRATION_RUN_FILES = [
-    run_path(PRESET, cell, repeat)
-    for repeat in range(1, REPEATS + 1)
-    for cell in CALIBRATION_CELLS
-]
+# sidecar does not. The cells, their run files and the burn peers are computed in common.smk.
 
 
 rule run_calibration:
     input:
-        task_image=lambda wc: f"results/images/{cell_condition(CALIBRATION_CELLS, wc.condition).variant}.json",
+        task_image=get_calibration_image_ref,
         loadgen_image="results/images/loadgen.json",
     output:
         run="results/{preset}/calibration/runs/{condition}/rep{repeat}.parquet",
@@ -33,7 +18,7 @@ rule run_calibration:
         "results/{preset}/logs/run_calibration/{condition}/rep{repeat}.log",
     priority: get_repeat_priority
     params:
-        condition=lambda wc: cell_condition(CALIBRATION_CELLS, wc.condition).as_dict(),
+        condition=get_calibration_condition,
         load=EXPERIMENT.load.measured(),
     script:
         "../../scripts/run_condition.py"
@@ -95,10 +80,7 @@ rule model_report:
 
 # Sidecars that burn what they claim: where another preset whose sidecars burn the other way
 # (load.sidecar_burn wall / cpu) has been measured, the same conditions side by side. Its summary is read
-# as it is; this rule never measures it.
-BURN_PEERS = burn_peers(config, PRESET)
-BURN_OUTPUTS = [f"results/{PRESET}/model/burn"] if BURN_PEERS else []
-
+# as it is; this rule never measures it (BURN_PEERS: common.smk).
 if BURN_PEERS:
 
     rule burn_comparison:

@@ -1,10 +1,7 @@
 # A real proxy in the request path (docs/proxy.md): for a preset with real-proxy conditions, the proxy's
 # CPU per request, the comparison with the app alone and with a busy-loop stand-in, the CPU-budget
-# reading, and the config of step two (the stand-ins at the real proxy's measured share).
-from sidecar_bench.calibration import memory_of
-
-HAS_REAL_PROXY = any(condition.real_proxy for condition in EXPERIMENT.conditions)
-PROXY_OUTPUTS = [f"results/{PRESET}/proxy"] if HAS_REAL_PROXY else []
+# reading, and the config of step two (the stand-ins at the real proxy's measured share). PROXY_OUTPUTS
+# (common.smk) names it for a preset that has one.
 
 
 rule proxy_report:
