@@ -40,8 +40,8 @@ def main(runs, summary_parquet, summary_csv, runs_parquet=None, runs_csv=None):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-    main(runs=list(snakemake.input.runs), summary_parquet=snakemake.output.parquet,  # noqa: F821
-         summary_csv=snakemake.output.csv,  # noqa: F821
-         runs_parquet=getattr(snakemake.output, "runs_parquet", None),  # noqa: F821
-         runs_csv=getattr(snakemake.output, "runs_csv", None))  # noqa: F821
+    sys.stderr = open(snakemake.log[0], "w")
+    main(runs=list(snakemake.input.runs), summary_parquet=snakemake.output.parquet,
+         summary_csv=snakemake.output.csv,
+         runs_parquet=getattr(snakemake.output, "runs_parquet", None),
+         runs_csv=getattr(snakemake.output, "runs_csv", None))

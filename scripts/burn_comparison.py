@@ -31,7 +31,7 @@ def main(summaries, burns, presets, reference, out_dir, formats=("html", "png", 
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-    main(summaries=list(snakemake.input.summaries), burns=snakemake.params.burns,  # noqa: F821
-         presets=snakemake.params.presets, reference=snakemake.input.reference,  # noqa: F821
-         out_dir=snakemake.output.burn)  # noqa: F821
+    sys.stderr = open(snakemake.log[0], "w")
+    main(summaries=list(snakemake.input.summaries), burns=snakemake.params.burns,
+         presets=snakemake.params.presets, reference=snakemake.input.reference,
+         out_dir=snakemake.output.burn)

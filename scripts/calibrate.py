@@ -36,8 +36,8 @@ def main(runs, summary_parquet, summary_csv, table_md, table_csv, no_limit_vcpu=
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-    main(runs=list(snakemake.input.runs), summary_parquet=snakemake.output.summary,  # noqa: F821
-         summary_csv=snakemake.output.summary_csv, table_md=snakemake.output.md,  # noqa: F821
-         table_csv=snakemake.output.csv, no_limit_vcpu=snakemake.params.no_limit_vcpu,  # noqa: F821
-         in_matrix=snakemake.params.in_matrix, runs_csv=snakemake.output.runs_csv)  # noqa: F821
+    sys.stderr = open(snakemake.log[0], "w")
+    main(runs=list(snakemake.input.runs), summary_parquet=snakemake.output.summary,
+         summary_csv=snakemake.output.summary_csv, table_md=snakemake.output.md,
+         table_csv=snakemake.output.csv, no_limit_vcpu=snakemake.params.no_limit_vcpu,
+         in_matrix=snakemake.params.in_matrix, runs_csv=snakemake.output.runs_csv)

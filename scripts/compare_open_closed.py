@@ -14,5 +14,5 @@ def main(summary, out_dir, formats=("html", "png")):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-    main(snakemake.input.summary, snakemake.output.tables)  # noqa: F821
+    sys.stderr = open(snakemake.log[0], "w")
+    main(snakemake.input.summary, snakemake.output.tables)

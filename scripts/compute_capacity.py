@@ -14,5 +14,5 @@ def main(condition_id, runs, out):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-    main(snakemake.wildcards.setup, list(snakemake.input.runs), snakemake.output.capacity)  # noqa: F821
+    sys.stderr = open(snakemake.log[0], "w")
+    main(snakemake.wildcards.setup, list(snakemake.input.runs), snakemake.output.capacity)

@@ -2,12 +2,13 @@
 
 import sys
 
-sys.stderr = open(snakemake.log[0], "w")  # noqa: F821 (snakemake is injected)
+# Before the library's imports, so that an import error lands in the job's log too.
+sys.stderr = open(snakemake.log[0], "w")
 
-from sidecar_bench.adaptive import AdaptiveSettings, decide_files  # noqa: E402
+from sidecar_bench.adaptive import AdaptiveSettings, decide_files
 
-decisions = decide_files(snakemake.input.runs, AdaptiveSettings(**snakemake.params.adaptive),  # noqa: F821
-                         snakemake.params.planned, snakemake.output.decision)  # noqa: F821
+decisions = decide_files(snakemake.input.runs, AdaptiveSettings(**snakemake.params.adaptive),
+                         snakemake.params.planned, snakemake.output.decision)
 for decision in decisions:
     print(decision["reason"], file=sys.stderr)
     print(f"sidecar-bench: adaptive: {decision['reason']}", file=sys.__stderr__, flush=True)

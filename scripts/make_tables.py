@@ -22,6 +22,6 @@ def main(summary, reference, out_dir):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-    main(summary=snakemake.input.summary, reference=snakemake.input.reference,  # noqa: F821
-         out_dir=snakemake.output.tables)  # noqa: F821
+    sys.stderr = open(snakemake.log[0], "w")
+    main(summary=snakemake.input.summary, reference=snakemake.input.reference,
+         out_dir=snakemake.output.tables)

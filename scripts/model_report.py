@@ -91,9 +91,9 @@ if __name__ == "__main__" and "snakemake" not in globals():
     republish(args.folder, args.reference)
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-    main(summary=snakemake.input.summary, runs_summary=snakemake.input.runs_summary,  # noqa: F821
-         calibration=snakemake.input.calibration, reference=snakemake.input.reference,  # noqa: F821
-         tables_dir=snakemake.output.tables, charts_dir=snakemake.output.charts,  # noqa: F821
-         sidecar_burn=snakemake.params.sidecar_burn,  # noqa: F821
-         calibration_runs=snakemake.input.calibration_runs)  # noqa: F821
+    sys.stderr = open(snakemake.log[0], "w")
+    main(summary=snakemake.input.summary, runs_summary=snakemake.input.runs_summary,
+         calibration=snakemake.input.calibration, reference=snakemake.input.reference,
+         tables_dir=snakemake.output.tables, charts_dir=snakemake.output.charts,
+         sidecar_burn=snakemake.params.sidecar_burn,
+         calibration_runs=snakemake.input.calibration_runs)

@@ -24,6 +24,6 @@ def main(summary, reference, runs, out_dir):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-    main(summary=snakemake.input.summary, reference=snakemake.input.reference,  # noqa: F821
-         runs=list(snakemake.input.runs), out_dir=snakemake.output.charts)  # noqa: F821
+    sys.stderr = open(snakemake.log[0], "w")
+    main(summary=snakemake.input.summary, reference=snakemake.input.reference,
+         runs=list(snakemake.input.runs), out_dir=snakemake.output.charts)

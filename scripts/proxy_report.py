@@ -47,7 +47,7 @@ def main(runs_summary, out_dir, preset, preset_sets, memory_mb, no_limit_vcpu=No
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")  # noqa: F821
-    main(runs_summary=snakemake.input.runs_summary, out_dir=snakemake.output.tables,  # noqa: F821
-         preset=snakemake.wildcards.preset, preset_sets=snakemake.params.preset_sets,  # noqa: F821
-         memory_mb=snakemake.params.memory_mb, no_limit_vcpu=snakemake.params.no_limit_vcpu)  # noqa: F821
+    sys.stderr = open(snakemake.log[0], "w")
+    main(runs_summary=snakemake.input.runs_summary, out_dir=snakemake.output.tables,
+         preset=snakemake.wildcards.preset, preset_sets=snakemake.params.preset_sets,
+         memory_mb=snakemake.params.memory_mb, no_limit_vcpu=snakemake.params.no_limit_vcpu)

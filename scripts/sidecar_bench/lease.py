@@ -91,7 +91,7 @@ class LeaseUnavailable(Exception):
 def holder_labels(what: str, lease_id: str, max_hold_s: float) -> dict[str, str]:
     try:
         user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user name in a container without passwd entry
+    except Exception:  # any failure: no user name in a container without a passwd entry
         user = str(os.getuid())
     return {
         LEASE_LABEL: lease_id,
@@ -107,7 +107,10 @@ def holder_labels(what: str, lease_id: str, max_hold_s: float) -> dict[str, str]
 
 def describe_labels(labels: Mapping[str, str]) -> str:
     """`root@lab1 pid 4242 in /home/x/sidecar-bench (go_cpu0.5_... rep 1)`."""
-    get = lambda key: labels.get(LABEL_PREFIX + key, "?")  # noqa: E731
+
+    def get(key: str) -> str:
+        return labels.get(LABEL_PREFIX + key, "?")
+
     return f"{get('user')}@{get('host')} pid {get('pid')} in {get('checkout')} ({get('what')})"
 
 
@@ -223,11 +226,11 @@ class Lease:
             self.container.remove(force=True)
         except docker.errors.NotFound:
             pass
-        except Exception as err:  # noqa: BLE001 - the engine may be gone; stdin closing ends the lease anyway
+        except Exception as err:  # any failure: the engine may be gone; stdin closing ends the lease anyway
             log.warning("removing lease container %s failed: %s", LEASE_NAME, err)
         try:
             self.sock.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # any failure: the socket is of no use any more
             pass
         if self.owns_client:
             self.client.close()
@@ -313,12 +316,12 @@ def _discard(container: Any, sock: Any) -> None:
         if err.status_code == 409 and "already in progress" in str(err):
             return  # the engine is removing it already (auto-remove on exit)
         log.warning("removing lease container failed: %s", err)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # any other failure (the engine may be gone): logged, never raised
         log.warning("removing lease container failed: %s", err)
     if sock is not None:
         try:
             sock.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # any failure: the socket is of no use any more
             pass
 
 

@@ -16,7 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import record
-from .record import FailedRunError, RunFileError, read_run_meta  # noqa: F401 (FailedRunError for callers)
+from .record import RunFileError, read_run_meta
+# For callers: a failure record read here raises it.
+from .record import FailedRunError as FailedRunError
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:

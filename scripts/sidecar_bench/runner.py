@@ -553,7 +553,7 @@ class Measurement:
         for sock in self.stdins:
             try:
                 sock.close()
-            except Exception as err:  # noqa: BLE001 - the engine may be gone; the containers are removed
+            except Exception as err:  # any failure: the engine may be gone; the containers are removed
                 log.debug("closing an attached stdin failed: %s", err)
         self.stdins.clear()
 

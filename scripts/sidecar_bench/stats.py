@@ -103,8 +103,7 @@ import pandas as pd
 
 from . import flags as flagmod
 from . import repstats
-from .intervals import (RESAMPLES, RunBlocks, condition_intervals, metric_names, percentile_name,  # noqa: F401
-                        run_blocks)
+from .intervals import RESAMPLES, condition_intervals, metric_names, percentile_name, run_blocks
 # One definition of the environment keys: the summary's env_* columns are all that the run file format requires.
 from .record import ENVIRONMENT_KEYS
 from .record import failure_text
