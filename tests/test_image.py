@@ -336,7 +336,7 @@ def test_container_exits_with_the_apps_status_when_the_app_dies(containers, imag
 
 @pytest.mark.docker
 def test_second_ensure_without_changes_builds_nothing(client, images, caplog):
-    caplog.set_level("INFO", logger="sidecar_bench.image")
+    caplog.set_level("INFO", logger=image.log.name)
     for variant in ("go-sidecar", "next", "loadgen"):
         # The same image, no build step logged; a rebuild takes minutes, so 60 s only catches one unlogged.
         started = time.monotonic()

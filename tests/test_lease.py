@@ -120,7 +120,7 @@ def test_waiting_workflow_says_who_holds_the_engine_then_gets_it(client, tmp_pat
     holder = start_holder(tmp_path, "build go-sidecar", hold=3)
     try:
         started = time.monotonic()
-        with caplog.at_level(logging.INFO, logger="sidecar_bench.hosts"):
+        with caplog.at_level(logging.INFO, logger=hosts.log.name):
             with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "waiter", poll_s=0.5) as (host, _):
                 waited = time.monotonic() - started
                 mine = lease.current(client).labels

@@ -879,7 +879,7 @@ def test_engine_lock_waits_for_the_other_measurement(client, tmp_path, caplog):
     threading.Timer(1.0, lambda: fcntl.flock(holder, fcntl.LOCK_UN)).start()
     two_names = [{"name": "first", "url": None}, {"name": "same-engine", "url": None}]
     started = time.monotonic()
-    with caplog.at_level(logging.INFO, logger="sidecar_bench.hosts"):
+    with caplog.at_level(logging.INFO, logger=hosts.log.name):
         with hosts.host_lock(two_names, tmp_path, 60, "test") as (host, _):
             waited = time.monotonic() - started
     holder.close()

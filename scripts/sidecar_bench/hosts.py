@@ -21,7 +21,7 @@ import requests
 
 from . import lease
 
-log = logging.getLogger("sidecar_bench.hosts")
+log = logging.getLogger(__name__)
 
 
 def client_for(host: Mapping[str, Any] | None, timeout: float | None = None) -> docker.DockerClient:

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import docker
 import docker.errors
 
-from . import record
+from . import containers, record, runner
 from .conditions import LoadSettings
 from .hosts import HostError, host_lock
 from .checks import check_host_capacity
@@ -34,7 +34,7 @@ from .signals import signals_raise
 log = logging.getLogger(__name__)
 # The run's log (the job's stderr: its Snakemake log file) has what the job, the measurement and its
 # containers say.
-RUN_LOGGERS = (__name__, "sidecar_bench.runner", "sidecar_bench.containers")
+RUN_LOGGERS = (__name__, runner.__name__, containers.__name__)
 
 # What a run does when a process of the task dies (the app or a sidecar: crashed, killed,
 # OOM-killed), before or inside the measured window (config.yaml on_failure):

@@ -40,7 +40,7 @@ import docker
 import docker.errors
 from docker.utils import socket as docker_socket
 
-log = logging.getLogger("sidecar_bench.hosts")
+log = logging.getLogger(__name__)
 
 LEASE_NAME = "sidecar-bench-lease"
 LEASE_LABEL = "org.sidecar-bench.lease"

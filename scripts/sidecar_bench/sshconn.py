@@ -42,7 +42,7 @@ from docker.transport.sshconn import SSHConnection, SSHConnectionPool
 
 from .hosts import HostError
 
-log = logging.getLogger("sidecar_bench.hosts")
+log = logging.getLogger(__name__)
 
 # Read by OpenSSH beside ~/.ssh/known_hosts (the SDK's transport ignores it).
 SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"

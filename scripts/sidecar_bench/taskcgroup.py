@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping
 from .conditions import Condition
 from .knobs import HELPER_MOUNT, KnobError, cgroup_version, unprivileged_engine
 
-log = logging.getLogger("sidecar_bench.taskcgroup")
+log = logging.getLogger(__name__)
 
 NAME_PREFIX = "sidecar-bench-task-"
 # The reader's label: the task cgroup it stands for (the sweep's key).
