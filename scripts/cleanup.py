@@ -29,7 +29,7 @@ import yaml
 from sidecar_bench import lease
 from sidecar_bench.hosts import UNREACHABLE, HostError, client_for, host_lock, lock_dir
 from sidecar_bench.job import remove_stale_containers
-from sidecar_bench.containers import CONDITION_LABEL, PROJECT, PROJECT_LABEL
+from sidecar_bench.labels import CONDITION_LABEL, LEASE_LABEL, PROJECT, PROJECT_LABEL
 
 
 def hosts_of(config_path: Path, names: list[str] | None) -> list[dict]:
@@ -48,7 +48,7 @@ def status(host: dict) -> bool:
         client = client_for(host, 30)
         print(f"{host['name']}: lease {lease.status(client)}")
         for container in client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"}):
-            if lease.LEASE_LABEL in (container.labels or {}):
+            if LEASE_LABEL in (container.labels or {}):
                 continue
             print(f"{host['name']}:   container {container.name} ({container.status}, "
                   f"{container.labels.get(CONDITION_LABEL, '?')}, created {container.attrs.get('Created', '?')[:19]})")

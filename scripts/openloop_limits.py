@@ -24,8 +24,9 @@ from pathlib import Path
 
 from sidecar_bench import hey, image, openloop
 from sidecar_bench.hosts import host_lock, lock_dir
+from sidecar_bench.labels import STUDY_LABEL
 
-LABELS = {"org.sidecar-bench.study": "openloop-limits"}
+LABELS = {STUDY_LABEL: "openloop-limits"}
 CSV_IN_CONTAINER = "/dev/stderr"  # rows, then the summary line, on the container's stderr
 
 

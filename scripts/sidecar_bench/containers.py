@@ -17,16 +17,11 @@ import docker.errors
 import requests.exceptions
 
 from .conditions import Condition
+# Every container of a run carries these labels (their keys in labels.py): a run's leftovers, and every
+# sidecar-bench container on an engine, are found by them (job.remove_stale_containers, scripts/cleanup.py).
+from .labels import CONDITION_LABEL, PART_LABEL, PROJECT, PROJECT_LABEL, RUN_LABEL
 
 log = logging.getLogger(__name__)
-
-# Every container of a run carries these labels: a run's leftovers, and every sidecar-bench container on an
-# engine, are found by them (job.remove_stale_containers, scripts/cleanup.py).
-PROJECT_LABEL = "org.sidecar-bench.project"
-PROJECT = "sidecar-bench"
-CONDITION_LABEL = "org.sidecar-bench.condition"
-RUN_LABEL = "org.sidecar-bench.run"
-PART_LABEL = "org.sidecar-bench.part"
 
 # PID 1 of the task and of the load generator, around the image's own entrypoint ("$@"): it ends the
 # container when that command ends (with its status), when stdin ends, or at the deadline $1 (status 137),

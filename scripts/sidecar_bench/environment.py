@@ -8,6 +8,9 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
+from .labels import INPUTS_DIGEST_LABEL, VARIANT_LABEL
+from .labels import PREFIX as LABEL_PREFIX
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 # Run inside the load generator, which shares the task's host: its /proc/cpuinfo
@@ -53,7 +56,7 @@ def describe(
     """
     cpu_model, hey_version = parse_probe(probe_text)
     labels = (task_image.get("Config") or {}).get("Labels") or {}
-    versions = {key.removeprefix("org.sidecar-bench."): value for key, value in labels.items()
+    versions = {key.removeprefix(LABEL_PREFIX): value for key, value in labels.items()
                 if key.endswith("-version")}
     environment = {
         "hostname": info.get("Name"),
@@ -68,8 +71,8 @@ def describe(
         "docker_host": docker_host,
         "engine_id": info.get("ID"),
         "image_id": task_image.get("Id"),
-        "image_variant": labels.get("org.sidecar-bench.variant"),
-        "image_inputs_digest": labels.get("org.sidecar-bench.inputs-digest"),
+        "image_variant": labels.get(VARIANT_LABEL),
+        "image_inputs_digest": labels.get(INPUTS_DIGEST_LABEL),
         "image_versions": versions,
         "loadgen_image_id": loadgen_image.get("Id"),
         "hey_version": hey_version,

@@ -38,6 +38,10 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from .labels import BASE_IMAGE_LABEL, IMAGE_HELPER_LABEL, INPUTS_DIGEST_LABEL, NEXT_BUILD_NODE_LABEL, VARIANT_LABEL
+# Every file of an image's versions folder becomes the label LABEL_PREFIX + its name.
+from .labels import PREFIX as LABEL_PREFIX
+
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -63,14 +67,6 @@ TASK_REPOSITORY = "sidecar-bench/task"
 LOADGEN_REPOSITORY = "sidecar-bench/loadgen"
 LOADGEN_TAG = "latest"
 LOADGEN_OPEN_REPOSITORY = "sidecar-bench/loadgen-open"
-
-LABEL_PREFIX = "org.sidecar-bench."
-LABEL_VARIANT = LABEL_PREFIX + "variant"
-LABEL_DIGEST = LABEL_PREFIX + "inputs-digest"
-LABEL_BASE = LABEL_PREFIX + "base-image"
-LABEL_NEXT_BUILD_NODE = LABEL_PREFIX + "next-build-node-version"
-# Label put on the short-lived containers used to read an image's version files.
-LABEL_HELPER = LABEL_PREFIX + "image-helper"
 
 VERSIONS_DIR = "/etc/sidecar-bench/versions"
 DEBOOTSTRAP_TAG = "sidecar-bench/debian-minbase:bookworm"
@@ -489,7 +485,7 @@ def _tail(lines: list[str]) -> str:
 def read_version_files(client: docker.DockerClient, image_id: str) -> dict[str, str]:
     """The ``/etc/sidecar-bench/versions/*`` files of an image (name -> version), read without running it."""
     try:
-        container = client.containers.create(image_id, labels={LABEL_HELPER: "versions"})
+        container = client.containers.create(image_id, labels={IMAGE_HELPER_LABEL: "versions"})
         try:
             stream, _ = container.get_archive(VERSIONS_DIR)
             buf = io.BytesIO(b"".join(stream))
@@ -535,7 +531,7 @@ def build_variant(
     root = Path(root) if root is not None else TASK_IMAGE_DIR
     digest = inputs_digest(variant, base_image, root)
     tag = image_tag(variant)
-    labels = {LABEL_VARIANT: variant, LABEL_DIGEST: digest, LABEL_BASE: base_image}
+    labels = {VARIANT_LABEL: variant, INPUTS_DIGEST_LABEL: digest, BASE_IMAGE_LABEL: base_image}
     started = time.monotonic()
     log.info("building %s from %s (inputs %s)", tag, base_image, digest[:19])
     if variant in LOADGEN_VARIANTS:
@@ -544,7 +540,7 @@ def build_variant(
         standalone = None
         if _app_of(variant) == "next":
             standalone = build_next(root / "app-next", Path(next_build_dir or DEFAULT_NEXT_BUILD_DIR))
-            labels[LABEL_NEXT_BUILD_NODE] = _host_node_version()
+            labels[NEXT_BUILD_NODE_LABEL] = _host_node_version()
         context = _task_context(variant, root, standalone)
     with context:
         built = _stream_build(
@@ -579,7 +575,7 @@ def current_image(client: docker.DockerClient, variant: str, base_image: str, ro
         image = client.images.get(image_tag(variant))
     except docker.errors.ImageNotFound:
         return None
-    if (image.labels or {}).get(LABEL_DIGEST) != inputs_digest(variant, base_image, root):
+    if (image.labels or {}).get(INPUTS_DIGEST_LABEL) != inputs_digest(variant, base_image, root):
         return None
     return image.id
 

@@ -26,8 +26,9 @@ from . import containers, record, runner
 from .conditions import LoadSettings
 from .hosts import HostError, host_lock
 from .checks import check_host_capacity
-from .containers import CONDITION_LABEL, PROJECT, PROJECT_LABEL, engine_address, remove_container
+from .containers import engine_address, remove_container
 from .failures import AppStopped, RunError
+from .labels import CONDITION_LABEL, LEASE_LABEL, LEASE_PREFIX, PROJECT, PROJECT_LABEL, TASK_CGROUP_LABEL
 from .runner import HEY_GRACE_S, OpenLoad, as_condition, as_load, run_condition, utc_now
 from .signals import signals_raise
 
@@ -71,8 +72,8 @@ def remove_stale_containers(client: docker.DockerClient) -> list[str]:
     held = lease.current(client)
     if held is not None:
         labels = held.labels or {}
-        mine = (labels.get(lease.LABEL_PREFIX + "pid") == str(os.getpid())
-                and labels.get(lease.LABEL_PREFIX + "host") == lease.socket.gethostname())
+        mine = (labels.get(LEASE_PREFIX + "pid") == str(os.getpid())
+                and labels.get(LEASE_PREFIX + "host") == lease.socket.gethostname())
         if not mine and lease.stale_reason(held) is None:
             log.warning("not sweeping containers: engine leased by %s", lease.describe_labels(labels))
             return []
@@ -82,9 +83,9 @@ def remove_stale_containers(client: docker.DockerClient) -> list[str]:
     # The task topology's readers name a task cgroup: removed last, once their cgroups are gone.
     readers = []
     for container in client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"}):
-        if lease.LEASE_LABEL in (container.labels or {}):
+        if LEASE_LABEL in (container.labels or {}):
             continue  # a lease: broken only by the lease's own staleness rules
-        if taskcgroup.CGROUP_LABEL in (container.labels or {}):
+        if TASK_CGROUP_LABEL in (container.labels or {}):
             readers.append(container)
             continue
         log.warning("removing container %s left by a run that did not finish (%s)", container.name,
@@ -92,7 +93,7 @@ def remove_stale_containers(client: docker.DockerClient) -> list[str]:
         if remove_container(container):
             removed.append(container.name)
     if readers:
-        names = [reader.labels[taskcgroup.CGROUP_LABEL] for reader in readers]
+        names = [reader.labels[TASK_CGROUP_LABEL] for reader in readers]
         log.warning("removing task cgroup(s) %s left by runs that did not finish", ", ".join(sorted(names)))
         if taskcgroup.remove_cgroups(client, readers[0].attrs.get("Image") or readers[0].image.id, names):
             removed += [reader.name for reader in readers if remove_container(reader)]

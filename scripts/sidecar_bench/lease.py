@@ -40,11 +40,12 @@ import docker
 import docker.errors
 from docker.utils import socket as docker_socket
 
+from .labels import LEASE_LABEL
+from .labels import LEASE_PREFIX as LABEL_PREFIX
+
 log = logging.getLogger(__name__)
 
 LEASE_NAME = "sidecar-bench-lease"
-LEASE_LABEL = "org.sidecar-bench.lease"
-LABEL_PREFIX = LEASE_LABEL + "."
 # The host directory shared by every engine of one machine (tmpfs: gone with a reboot).
 HOST_DIR = "/run/sidecar-bench"
 HEARTBEAT_S = 5.0

@@ -17,6 +17,9 @@ import io
 from typing import Any, Mapping
 
 from .conditions import Condition
+# Image labels (from /etc/sidecar-bench/versions at build time, image.build_variant).
+from .labels import HAPROXY_CONFIG_DIGEST_LABEL as CONFIG_DIGEST_LABEL
+from .labels import HAPROXY_VERSION_LABEL as VERSION_LABEL
 
 APP_URL = "http://127.0.0.1:8080"
 PROXY_URL = "http://127.0.0.1:8000"
@@ -29,9 +32,6 @@ BACKEND = "app"
 ACCESS_LOG_DIR = "/var/log/proxy"
 ACCESS_LOG = f"{ACCESS_LOG_DIR}/access.log"
 ACCESS_LOG_TMPFS = {ACCESS_LOG_DIR: "rw,nosuid,nodev,noexec,size=128m"}
-# Image labels (from /etc/sidecar-bench/versions at build time, image.build_variant).
-VERSION_LABEL = "org.sidecar-bench.haproxy-version"
-CONFIG_DIGEST_LABEL = "org.sidecar-bench.haproxy-config-sha256"
 # HAProxy's configuration in the -proxy images (task-image/proxy/haproxy.cfg).
 HAPROXY_CONFIG = "/etc/haproxy/sidecar.cfg"
 # In the task: the access log's line count, or "none" when there is no log file (haproxy-nolog).

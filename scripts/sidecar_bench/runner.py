@@ -60,19 +60,20 @@ from . import cgroup, environment, hey, knobs, openloop, record, taskcgroup, war
 from . import proxy as proxymod
 from .checks import check_app_environment, check_host_capacity, check_limits
 from .conditions import Condition, LoadSettings
-from .containers import (LOADGEN_TMPFS, PART_LABEL, RUN_LABEL, TASK_TMPFS, TRANSPORT_ERRORS, ExecResult,
-                         container_name, engine_address, exec_in, hardening, labels, remove_container, watched)
+from .containers import (LOADGEN_TMPFS, TASK_TMPFS, TRANSPORT_ERRORS, ExecResult, container_name, engine_address,
+                         exec_in, hardening, labels, remove_container, watched)
 from .failures import (FAILED_SOURCE, OOM_SCRIPT, AppStopped, RunError, count_failed, describe_exit,
                        parse_netns_probe, parse_oom_kills, process_exit, signal_name)
+from .labels import PART_LABEL, RUN_LABEL, TASK_CGROUP_LABEL, VARIANT_LABEL
 from .signals import Interrupted, signals_deferred, signals_raise
 
 # Names that moved to the modules above, still read here by the tests and tools that use `runner.<name>`.
-from .containers import CONDITION_LABEL as CONDITION_LABEL
-from .containers import PROJECT as PROJECT
-from .containers import PROJECT_LABEL as PROJECT_LABEL
 from .containers import WATCH_NAME as WATCH_NAME
 from .containers import WATCH_SCRIPT as WATCH_SCRIPT
 from .failures import parse_tcp_counters as parse_tcp_counters
+from .labels import CONDITION_LABEL as CONDITION_LABEL
+from .labels import PROJECT as PROJECT
+from .labels import PROJECT_LABEL as PROJECT_LABEL
 from .signals import STOP_SIGNALS as STOP_SIGNALS
 
 log = logging.getLogger(__name__)
@@ -622,7 +623,7 @@ def run_condition(
                              open_load.capacity)
     else:
         open_load = None
-    variant = (task_image.labels or {}).get("org.sidecar-bench.variant")
+    variant = (task_image.labels or {}).get(VARIANT_LABEL)
     if variant is not None and variant != condition.variant:
         raise RunError(f"{condition.id}: needs the {condition.variant!r} task image, got {variant!r} ({task_image.id})")
     run_id = uuid.uuid4().hex
@@ -937,7 +938,7 @@ class TaskMeasurement(Measurement):
         self.reader = self._start_attached(
             self.loadgen_image.id, entrypoint=watched(self.task_deadline_s(), ["sleep", str(self.task_deadline_s())]),
             name=container_name(condition, run_id, "reader"),
-            labels={**labels(condition, run_id, "reader"), taskcgroup.CGROUP_LABEL: self.cgroup_name},
+            labels={**labels(condition, run_id, "reader"), TASK_CGROUP_LABEL: self.cgroup_name},
             **taskcgroup.mount_options(read_only=True))
         self.cgroup_made = True
         found = taskcgroup.parse_setup(self._helper("setup", taskcgroup.setup_command(

@@ -32,12 +32,11 @@ from typing import Any, Iterable, Mapping
 
 from .conditions import Condition
 from .knobs import HELPER_MOUNT, KnobError, cgroup_version, unprivileged_engine
+from .labels import PART_LABEL, PROJECT, PROJECT_LABEL
 
 log = logging.getLogger(__name__)
 
 NAME_PREFIX = "sidecar-bench-task-"
-# The reader's label: the task cgroup it stands for (the sweep's key).
-CGROUP_LABEL = "org.sidecar-bench.task-cgroup"
 V1_CONTROLLERS = ("cpu", "cpuacct", "memory")
 
 
@@ -257,8 +256,7 @@ def remove_cgroups(client: Any, image: str, names: Iterable[str]) -> bool:
     try:
         client.containers.run(image, entrypoint=["sh"], command=["-c", REMOVE_SCRIPT, HELPER_MOUNT, *names],
                               remove=True, stdout=True, stderr=True,
-                              labels={"org.sidecar-bench.project": "sidecar-bench",
-                                      "org.sidecar-bench.part": "cgroup-remove"},
+                              labels={PROJECT_LABEL: PROJECT, PART_LABEL: "cgroup-remove"},
                               **mount_options(read_only=False))
     except docker.errors.ContainerError as err:
         log.error("could not remove task cgroup(s) %s: %s; the next sweep on this engine tries again",
