@@ -1,7 +1,7 @@
 """Conditions: what one run measures, and the experiment's matrix of them.
 
 A condition is a value. Its id is readable and stable, so that a run file
-(`<id>.parquet`) keeps its meaning when the matrix around it changes.
+(`runs/<id>/rep<N>.parquet`) keeps its meaning when the matrix around it changes.
 """
 
 from __future__ import annotations
@@ -372,7 +372,11 @@ class Condition:
 
 @dataclass(frozen=True)
 class LoadSettings:
-    """How each condition is loaded: hey -z duration -c concurrency, after warm-up."""
+    """How each condition is loaded: hey -z duration -c concurrency, after warm-up.
+
+    The defaults here are the article's method (30 s from a cold start), for the library's callers; the
+    workflow's are the schema's, which config.yaml states (10 s after 5 s of warm-up).
+    """
 
     duration_s: float = 30
     concurrency: int = 10

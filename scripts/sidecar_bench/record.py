@@ -1,13 +1,14 @@
-"""The run file: one Parquet file per condition, raw samples plus run-level metadata.
+"""The run file: one Parquet file per repetition of a condition, raw samples plus run-level metadata.
 
-Format version 2 (docs/run-file-format.md): one row per
-request hey recorded, with the condition's parameters repeated on every row so
-that all run files read as one dataset (pandas, pyarrow.dataset, DuckDB);
-run-level values are JSON under the file's key-value metadata key b"sidecar_bench".
-Version 2 adds to version 1's metadata: repeat, window.load_s (the load window,
-the RPS divisor), limits (read back from the task's cgroup), host (host-wide CPU
-over the window), loadgen (the load generator's CPU) and requests.cap_reached.
-Readers accept both; a version 1 file is repetition 1.
+Format version 3 (docs/run-file-format.md), at results/<preset>/runs/<id>/rep<N>.parquet: one row
+per request hey recorded, with the condition's parameters repeated on every row so that all run
+files read as one dataset (pandas, pyarrow.dataset, DuckDB); run-level values are JSON under the
+file's key-value metadata key b"sidecar_bench". Version 2 added to version 1's metadata: repeat,
+window.load_s (the load window, the RPS divisor), limits (read back from the task's cgroup), host
+(host-wide CPU over the window), loadgen (the load generator's CPU) and requests.cap_reached.
+Version 3 adds knobs (the knobs against throttling the condition sets, and what was read back of
+them), and optional keys of limits and cgroup (burst, shares, weight, cpuset, nr_bursts).
+Readers accept all three; a version 1 file is repetition 1.
 
 A run record is a value: RunRecord validates rows and metadata on creation, and
 write_run() replaces the file atomically, so a reader never sees half a run

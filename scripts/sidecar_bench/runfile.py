@@ -1,4 +1,4 @@
-"""Reading run files (results/<preset>/runs/<id>/rep<N>.parquet, format_version 2) for analysis.
+"""Reading run files (results/<preset>/runs/<id>/rep<N>.parquet, format_version 3; 1 and 2 read too) for analysis.
 
 The runner's record.py owns the format; analysis only needs two things from a
 run file: its JSON metadata and a few per-request columns. Reading through

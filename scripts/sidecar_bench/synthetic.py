@@ -1,4 +1,4 @@
-"""Synthetic run files, written per the run file format (record.py), with format 2's keys.
+"""Synthetic run files, written per the run file format (record.py), with the keys of the version it writes.
 
 For tests and for bench_analysis.py: analysis must be exercised on files shaped
 like the runner's without a Docker engine. `write_run` takes explicit samples
