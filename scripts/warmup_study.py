@@ -15,7 +15,11 @@ the responses started in each whole second are the rate series. Per series it re
   bursts, with the config's load.warmup settings) would stop;
 - plateau_s: the first second from which the 3 s mean stays within the tolerance of the plateau.
 
-Writes rates.csv (one row per second) and warmup-study.md to --out. Must be measured alone on
+- the drift rule (flags.not_steady, the summary's) on the measured window that each fixed warm-up in
+  WARMUPS, and the until_steady rule, would leave: how often it fires per app.
+
+Writes rates.csv (the raw series, one row per second, replaced after every cell), drift-by-warmup.csv and
+warmup-study.md to --out; --analyse remakes the last two from rates.csv without measuring. Must be measured alone on
 the machine: 16 cells of --seconds 60 take about 20 min a repetition here (each cell ~75 s:
 start, readiness, load, CSV). Holds the engine's measurement lock throughout each cell.
 """
@@ -23,8 +27,10 @@ start, readiness, load, CSV). Holds the engine's measurement lock throughout eac
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import uuid
+from typing import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +41,9 @@ from sidecar_bench import hey, runner
 from sidecar_bench.conditions import Condition, LoadSettings
 from sidecar_bench.experiment import load_experiment
 from sidecar_bench.failures import RunError
+from sidecar_bench.flags import not_steady
 from sidecar_bench.hosts import host_lock, lock_dir
+from sidecar_bench.stats import thirds_of_counts
 from sidecar_bench.warmup import WarmupSettings, rates_per_second, steady_time
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,30 +95,79 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--sidecars", default="0,3", help="sidecar counts, idle (0 %% load), comma-separated")
     parser.add_argument("--only", default=None, help="only cells whose id contains this text")
     parser.add_argument("--out", default="results/warmup-study")
+    parser.add_argument("--analyse", action="store_true",
+                        help="measure nothing: remake the tables from the rates.csv already in --out")
     args = parser.parse_args(argv)
     config = load_experiment({**yaml.safe_load((ROOT / "config.yaml").read_text()), "preset": args.preset})
     settings = config.load.warmup if config.load.warmup.until_steady else WarmupSettings(mode="until_steady")
     out = Path(args.out)
+    if args.analyse:
+        return write_outputs(out, pd.read_csv(out / "rates.csv"), args, settings, config.load.duration_s)
     out.mkdir(parents=True, exist_ok=True)
     seconds = int(args.seconds)
-    series, rows = [], []
+    series: list[dict] = []
+    table = pd.DataFrame()
     for repeat in range(1, args.repeats + 1):
         for condition in cells(args.preset, [int(x) for x in args.sidecars.split(",")], args.only):
             with host_lock([{"name": "local", "url": None}], lock_dir(), 3600, f"warmup_study {condition.id}") \
                     as (_, client):
                 offsets = measure(client, condition, args.seconds, config.load.concurrency)
             rates = rates_per_second(offsets, seconds)
-            series += [{"condition_id": condition.id, "repeat": repeat, "second": s, "rps": r}
+            series += [{"condition_id": condition.id, "app": condition.app, "vcpu": condition.vcpu,
+                        "sidecars": condition.sidecar_count, "repeat": repeat, "second": s, "rps": r}
                        for s, r in enumerate(rates)]
-            row = {"condition_id": condition.id, "app": condition.app, "vcpu": condition.vcpu,
-                   "sidecars": condition.sidecar_count, "repeat": repeat, **describe(rates, settings)}
-            rows.append(row)
+            row = describe(rates, settings)
             print(f"warmup_study: {condition.id} rep {repeat}: " + ", ".join(
-                f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
-                if k not in ("condition_id", "app", "vcpu", "sidecars", "repeat")), flush=True)
+                f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
             # After every cell, so that an interrupted study keeps what it measured.
-            write_outputs(out, series, rows, args, settings)
+            table = write_outputs(out, pd.DataFrame(series), args, settings, config.load.duration_s)
+    return table
+
+
+SERIES_KEYS = ["condition_id", "app", "vcpu", "sidecars", "repeat"]
+# Fixed warm-ups weighed against each other, in seconds (the study's series must be this long plus a window).
+WARMUPS = (0, 5, 10, 15, 20, 30, 45)
+
+
+def drift_after(rates: Sequence[float], warmup_s: int, window_s: int) -> dict | None:
+    """The drift rule (flags.not_steady) on the window that a fixed warm-up of warmup_s would leave:
+    seconds warmup_s .. warmup_s + window_s of one continuous series. None if the series is too short."""
+    counts = np.asarray(rates, dtype="float64")[warmup_s:warmup_s + window_s]
+    if len(counts) < window_s:
+        return None
+    row = {"rps": float(counts.mean()), **thirds_of_counts(counts)}
+    return {**row, "rise": row["last_third_rps"] / row["first_third_rps"] - 1 if row["first_third_rps"] else np.nan,
+            "drifted": not_steady(row)}
+
+
+def drift_by_warmup(series: pd.DataFrame, window_s: int, settings: WarmupSettings) -> pd.DataFrame:
+    """For every series and fixed warm-up (and the until_steady rule's stop, rounded up to a whole second): the
+    drift rule's verdict on the measured window after it."""
+    rows = []
+    for key, group in series.sort_values("second").groupby(SERIES_KEYS, sort=True):
+        rates = group["rps"].tolist()
+        steady = steady_time(rates, settings)
+        stop = int(math.ceil(steady if steady is not None else settings.max_s))
+        for label, warmup_s in [*((f"fixed {w} s", w) for w in WARMUPS), ("until_steady", stop)]:
+            found = drift_after(rates, warmup_s, window_s)
+            if found is not None:
+                rows.append({**dict(zip(SERIES_KEYS, key)), "warmup": label, "warmup_s": warmup_s, **found})
     return pd.DataFrame(rows)
+
+
+def drift_summary(drift: pd.DataFrame) -> pd.DataFrame:
+    """Per app and warm-up: how many series' windows the drift rule flags, the median and largest rise of the last
+    third over the first, and the mean warm-up in seconds."""
+    if drift.empty:
+        return pd.DataFrame()
+    order = {label: i for i, label in enumerate([*(f"fixed {w} s" for w in WARMUPS), "until_steady"])}
+    summary = drift.groupby(["app", "warmup"], sort=False).agg(
+        series=("drifted", "size"), drifted=("drifted", "sum"), median_rise=("rise", "median"),
+        largest_rise=("rise", lambda r: r.loc[r.abs().idxmax()] if r.notna().any() else np.nan),
+        mean_warmup_s=("warmup_s", "mean")).reset_index()
+    summary["drifted"] = summary["drifted"].astype(int)
+    return summary.sort_values(["app", "warmup"], key=lambda c: c.map(order) if c.name == "warmup" else c,
+                               ignore_index=True)
 
 
 def _replace(path: Path, text: str) -> None:
@@ -119,14 +176,27 @@ def _replace(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_outputs(out: Path, series: list[dict], rows: list[dict], args: argparse.Namespace,
-                  settings: WarmupSettings) -> None:
-    """rates.csv and warmup-study.md, each replaced whole (never half-written)."""
-    _replace(out / "rates.csv", pd.DataFrame(series).to_csv(index=False))
+def write_outputs(out: Path, series: pd.DataFrame, args: argparse.Namespace, settings: WarmupSettings,
+                  window_s: float) -> pd.DataFrame:
+    """rates.csv (the raw series), and from it warmup-study.md and drift-by-warmup.csv, each replaced whole (never
+    half-written). Returns the per-series table."""
+    _replace(out / "rates.csv", series.to_csv(index=False))
+    rows = [{**dict(zip(SERIES_KEYS, key)), **describe(group.sort_values("second")["rps"].tolist(), settings)}
+            for key, group in series.groupby(SERIES_KEYS, sort=False)]
+    table = pd.DataFrame(rows)
+    drift = drift_by_warmup(series, int(window_s), settings)
+    _replace(out / "drift-by-warmup.csv", drift.to_csv(index=False))
+    summary = drift_summary(drift)
     _replace(out / "warmup-study.md",
              f"# When the rate stops rising ({args.seconds:g} s of load, preset {args.preset}, until_steady rule "
-             f"window {settings.window_s:g} s, tolerance {settings.tolerance:g})\n\n"
-             + pd.DataFrame(rows).to_markdown(index=False, floatfmt=".3g") + "\n")
+             f"window {settings.window_s:g} s, tolerance {settings.tolerance:g}, max {settings.max_s:g} s)\n\n"
+             + table.to_markdown(index=False, floatfmt=".3g") + "\n\n"
+             f"## The drift rule on the {window_s:g} s window each warm-up leaves\n\n"
+             "The window is cut from the same continuous series; `until_steady`: the rule's stop on the series, "
+             "rounded up to a whole second (its cap where it never settles).\n\n"
+             + (summary.to_markdown(index=False, floatfmt=".3g") if not summary.empty else "(no series long enough)")
+             + "\n")
+    return table
 
 
 if __name__ == "__main__":
