@@ -30,9 +30,11 @@ import argparse
 import math
 import os
 import uuid
+from dataclasses import replace
 from typing import Sequence
 from pathlib import Path
 
+import altair as alt
 import numpy as np
 import pandas as pd
 import yaml
@@ -40,10 +42,12 @@ import yaml
 from sidecar_bench import hey, runner
 from sidecar_bench.conditions import Condition, LoadSettings
 from sidecar_bench.experiment import load_experiment
+from sidecar_bench.charts import save_chart
 from sidecar_bench.failures import RunError
 from sidecar_bench.flags import not_steady
 from sidecar_bench.hosts import host_lock, lock_dir
 from sidecar_bench.stats import thirds_of_counts
+from sidecar_bench.tables import APP_NAMES
 from sidecar_bench.warmup import WarmupSettings, rates_per_second, steady_time
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     settings = config.load.warmup if config.load.warmup.until_steady else WarmupSettings(mode="until_steady")
     out = Path(args.out)
     if args.analyse:
-        return write_outputs(out, pd.read_csv(out / "rates.csv"), args, settings, config.load.duration_s)
+        return write_outputs(out, pd.read_csv(out / "rates.csv"), args, settings, config.load.duration_s, chart=True)
     out.mkdir(parents=True, exist_ok=True)
     seconds = int(args.seconds)
     series: list[dict] = []
@@ -121,12 +125,16 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                 f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
             # After every cell, so that an interrupted study keeps what it measured.
             table = write_outputs(out, pd.DataFrame(series), args, settings, config.load.duration_s)
+    if series:
+        write_outputs(out, pd.DataFrame(series), args, settings, config.load.duration_s, chart=True)
     return table
 
 
 SERIES_KEYS = ["condition_id", "app", "vcpu", "sidecars", "repeat"]
 # Fixed warm-ups weighed against each other, in seconds (the study's series must be this long plus a window).
 WARMUPS = (0, 5, 10, 15, 20, 30, 45)
+# The until_steady rule's windows weighed (the configured one is always in), with this cap.
+STEADY_WINDOWS, STEADY_MAX_S = (3, 5, 10), 45.0
 
 
 def drift_after(rates: Sequence[float], warmup_s: int, window_s: int) -> dict | None:
@@ -140,34 +148,79 @@ def drift_after(rates: Sequence[float], warmup_s: int, window_s: int) -> dict | 
             "drifted": not_steady(row)}
 
 
+def steady_rules(settings: WarmupSettings) -> dict[str, WarmupSettings]:
+    """The until_steady rule as configured, and with longer windows and a later cap: a slow ramp (+1 % a second)
+    rises by 3 % over 3 s windows, inside the 5 % tolerance, but by 10 % over 10 s windows."""
+    rules = {"until_steady": settings}
+    for window_s in STEADY_WINDOWS:
+        if window_s != settings.window_s:
+            rules[f"until_steady, {window_s:g} s windows"] = replace(settings, window_s=float(window_s),
+                                                                     max_s=max(settings.max_s, STEADY_MAX_S))
+    return rules
+
+
 def drift_by_warmup(series: pd.DataFrame, window_s: int, settings: WarmupSettings) -> pd.DataFrame:
-    """For every series and fixed warm-up (and the until_steady rule's stop, rounded up to a whole second): the
-    drift rule's verdict on the measured window after it."""
+    """For every series and fixed warm-up (and each until_steady rule's stop, rounded up to a whole second, its cap
+    where it never settles): the drift rule's verdict on the measured window after it."""
     rows = []
+    rules = steady_rules(settings)
     for key, group in series.sort_values("second").groupby(SERIES_KEYS, sort=True):
         rates = group["rps"].tolist()
-        steady = steady_time(rates, settings)
-        stop = int(math.ceil(steady if steady is not None else settings.max_s))
-        for label, warmup_s in [*((f"fixed {w} s", w) for w in WARMUPS), ("until_steady", stop)]:
+        plateau = float(np.mean(rates[-max(1, len(rates) // 3):]))  # as describe(): the series' last third
+        candidates = [(f"fixed {w} s", w) for w in WARMUPS]
+        for label, rule in rules.items():
+            steady = steady_time(rates, rule)
+            candidates.append((label, int(math.ceil(steady if steady is not None else rule.max_s))))
+        for label, warmup_s in candidates:
             found = drift_after(rates, warmup_s, window_s)
             if found is not None:
-                rows.append({**dict(zip(SERIES_KEYS, key)), "warmup": label, "warmup_s": warmup_s, **found})
+                rows.append({**dict(zip(SERIES_KEYS, key)), "warmup": label, "warmup_s": warmup_s, **found,
+                             "of_plateau": found["rps"] / plateau if plateau else np.nan})
     return pd.DataFrame(rows)
 
 
 def drift_summary(drift: pd.DataFrame) -> pd.DataFrame:
     """Per app and warm-up: how many series' windows the drift rule flags, the median and largest rise of the last
-    third over the first, and the mean warm-up in seconds."""
+    third over the first, the window's rate over the series' plateau (its last third: median and lowest), and the
+    mean warm-up in seconds."""
     if drift.empty:
         return pd.DataFrame()
-    order = {label: i for i, label in enumerate([*(f"fixed {w} s" for w in WARMUPS), "until_steady"])}
+    order = {label: i for i, label in enumerate(dict.fromkeys(drift["warmup"]))}
     summary = drift.groupby(["app", "warmup"], sort=False).agg(
         series=("drifted", "size"), drifted=("drifted", "sum"), median_rise=("rise", "median"),
         largest_rise=("rise", lambda r: r.loc[r.abs().idxmax()] if r.notna().any() else np.nan),
+        median_of_plateau=("of_plateau", "median"), lowest_of_plateau=("of_plateau", "min"),
         mean_warmup_s=("warmup_s", "mean")).reset_index()
     summary["drifted"] = summary["drifted"].astype(int)
     return summary.sort_values(["app", "warmup"], key=lambda c: c.map(order) if c.name == "warmup" else c,
                                ignore_index=True)
+
+
+def rate_chart(series: pd.DataFrame, marks: Sequence[float] = (5, 30)) -> alt.TopLevelMixin:
+    """Each app and vCPU's rate in every second over its series' plateau (the last third), the median over repeats and
+    sidecar counts, one panel per app; rules at the warm-ups in marks."""
+
+    data = series.copy()
+    data["plateau"] = data.groupby(SERIES_KEYS)["rps"].transform(lambda r: r.iloc[-max(1, len(r) // 3):].mean())
+    data["of_plateau"] = data["rps"] / data["plateau"]
+    data = data.groupby(["app", "vcpu", "second"], as_index=False)["of_plateau"].median()
+    data["vCPU"] = data["vcpu"].map(lambda v: f"{v:g}")
+    data["App"] = data["app"].map(APP_NAMES).fillna(data["app"])
+    base = alt.Chart(data).mark_line(strokeWidth=1.6).encode(
+        x=alt.X("second:Q", title="Seconds of load since the app was ready"),
+        y=alt.Y("of_plateau:Q", title="Rate over its plateau (last third)", axis=alt.Axis(format="%"),
+                scale=alt.Scale(zero=True)),
+        color=alt.Color("vCPU:N", title="vCPU", sort=sorted(data["vCPU"].unique(), key=float)),
+        tooltip=["App:N", "vCPU:N", "second:Q", alt.Tooltip("of_plateau:Q", format=".0%")])
+    rules = alt.Chart(pd.DataFrame({"second": list(marks), "label": [f"{m:g} s" for m in marks]})).mark_rule(
+        strokeDash=[4, 3], color="#555").encode(x="second:Q")
+    labels = rules.mark_text(align="left", dx=3, y=8, color="#555").encode(text="label:N")
+    panels = [alt.layer(base.transform_filter(alt.datum.App == name), rules, labels).properties(
+        title=name, width=330, height=200) for name in dict.fromkeys(data["App"])]
+    return alt.hconcat(*panels).resolve_scale(color="shared").properties(title=alt.Title(
+            "How long each app warms up: its rate in each second over its plateau",
+            subtitle=["Median over the repetitions and the idle sidecar counts measured; plateau: the series' last third. "
+                      "Dashed: the fixed warm-ups 5 s (today) and 30 s."]))
 
 
 def _replace(path: Path, text: str) -> None:
@@ -177,9 +230,9 @@ def _replace(path: Path, text: str) -> None:
 
 
 def write_outputs(out: Path, series: pd.DataFrame, args: argparse.Namespace, settings: WarmupSettings,
-                  window_s: float) -> pd.DataFrame:
+                  window_s: float, chart: bool = False) -> pd.DataFrame:
     """rates.csv (the raw series), and from it warmup-study.md and drift-by-warmup.csv, each replaced whole (never
-    half-written). Returns the per-series table."""
+    half-written), and with chart the rate chart (warmup-study.png, .html). Returns the per-series table."""
     _replace(out / "rates.csv", series.to_csv(index=False))
     rows = [{**dict(zip(SERIES_KEYS, key)), **describe(group.sort_values("second")["rps"].tolist(), settings)}
             for key, group in series.groupby(SERIES_KEYS, sort=False)]
@@ -193,9 +246,13 @@ def write_outputs(out: Path, series: pd.DataFrame, args: argparse.Namespace, set
              + table.to_markdown(index=False, floatfmt=".3g") + "\n\n"
              f"## The drift rule on the {window_s:g} s window each warm-up leaves\n\n"
              "The window is cut from the same continuous series; `until_steady`: the rule's stop on the series, "
-             "rounded up to a whole second (its cap where it never settles).\n\n"
+             "rounded up to a whole second (its cap where it never settles); the longer windows' rules cap at "
+             f"{STEADY_MAX_S:g} s. of_plateau: the window's rate over the series' last third (a window that reaches "
+             "into the last third is partly compared with itself).\n\n"
              + (summary.to_markdown(index=False, floatfmt=".3g") if not summary.empty else "(no series long enough)")
              + "\n")
+    if chart and not series.empty:
+        save_chart(rate_chart(series), out, "warmup-study", formats=("html", "png"))
     return table
 
 

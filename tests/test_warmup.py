@@ -79,9 +79,28 @@ def test_the_drift_rule_fires_on_a_window_left_rising_and_not_after_the_rise():
     assert verdict["fixed 5 s"] and not verdict["fixed 15 s"] and not verdict["until_steady"]
     # Stops after second 18: 68 RPS over seconds 15-17 after 66 over 12-14 (+3 %); after 17 it was +6 %.
     assert drift.loc[drift["warmup"] == "until_steady", "warmup_s"].item() == 18
+    of_plateau = dict(zip(drift["warmup"], drift["of_plateau"]))
+    assert of_plateau["fixed 5 s"] == pytest.approx(59 / 68) and of_plateau["fixed 15 s"] == 1
     summary = warmup_study.drift_summary(drift)
     assert summary.loc[summary["warmup"] == "fixed 0 s", "drifted"].item() == 1
-    assert list(summary["warmup"])[-1] == "until_steady"
+    assert list(summary["warmup"])[:2] == ["fixed 0 s", "fixed 5 s"] and "until_steady" in set(summary["warmup"])
+
+
+def test_a_slow_ramp_passes_the_drift_rule_and_short_windows_but_not_long_windows():
+    import pandas as pd
+    import warmup_study
+
+    slow = [100 + t for t in range(60)]  # +1 % a second, never flat: what Next.js did here at 0.5 vCPU
+    frame = pd.DataFrame([{"condition_id": "n", "app": "next", "vcpu": 0.5, "sidecars": 0, "repeat": 1,
+                           "second": s, "rps": r} for s, r in enumerate(slow)])
+    drift = warmup_study.drift_by_warmup(frame, 10, SETTINGS).set_index("warmup")
+    # 3 s windows: 104 after 101 (+3 %) is steady at once; the window after it is 26 % below the plateau, and the
+    # drift rule (107 -> 114, +6.5 %) does not see it.
+    assert drift.loc["until_steady", "warmup_s"] == 6 and not drift.loc["until_steady", "drifted"]
+    assert drift.loc["until_steady", "of_plateau"] == pytest.approx(110.5 / 149.5)
+    # 10 s windows: 114.5 after 104.5 (+9.6 %) and every later pair rise by more than 5 %: warms to the cap.
+    assert drift.loc["until_steady, 10 s windows", "warmup_s"] == 45
+    assert drift.loc["until_steady, 5 s windows", "warmup_s"] < 45
 
 def config_with(warmup):
     data = yaml.safe_load((ROOT / "config.yaml").read_text())
