@@ -56,7 +56,6 @@ def _built_images(path: Path) -> set[str]:
 def plan(config: dict[str, Any], source: str, target: str, results: Path) -> tuple[list[tuple[Path, Path]], Counter]:
     """[(from, to)] of the runs TO can take over, and a count of the runs left, by reason."""
     want = _experiment(config, target)
-    load = want.load.measured()  # the settings that can change a measurement
     conditions = {c.id: c for c in want.conditions}
     adopt, left = [], Counter()
     for path in sorted((results / source / "runs").glob("*/rep*.parquet")):
@@ -79,6 +78,7 @@ def plan(config: dict[str, Any], source: str, target: str, results: Path) -> tup
         except RunFileError:
             left["not a readable run file"] += 1
             continue
+        load = want.load.for_app(conditions[cid].app).measured()  # the settings that can change a measurement
         measured = {key: meta["load"].get(key, "wall" if key == "sidecar_burn" else None) for key in load}
         if measured != load:
             left["other load settings"] += 1

@@ -80,6 +80,15 @@ def test_a_load_setting_that_changes_a_measurement_reruns_every_run(finished, ke
     assert "Params have changed" in plan.output
 
 
+
+def test_a_warmup_for_one_app_reruns_that_apps_runs_only(finished):
+    change_config(finished, ("load", "app_warmup_s"), {"next": 30})
+    plan = plan_runs(finished)
+    assert plan.returncode == 0, plan.output
+    assert plan.conditions == {c for c in MATRIX | CALIBRATION if c.startswith("next_")}, plan.output
+    assert plan.jobs["build_image"] == 0
+    assert "Params have changed" in plan.output
+
 @pytest.mark.parametrize("keys, value", [
     (("load", "ready_timeout_s"), 300),
     (("hosts",), [{"name": "local", "url": None}, {"name": "lab", "url": "ssh://root@lab.example"}]),

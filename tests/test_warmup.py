@@ -102,6 +102,22 @@ def test_a_slow_ramp_passes_the_drift_rule_and_short_windows_but_not_long_window
     assert drift.loc["until_steady, 10 s windows", "warmup_s"] == 45
     assert drift.loc["until_steady, 5 s windows", "warmup_s"] < 45
 
+
+def test_a_warmup_per_app_changes_only_that_apps_runs_and_names_a_bad_key_or_value():
+    plain = LoadSettings(duration_s=10, warmup_s=5)
+    per_app = LoadSettings(duration_s=10, warmup_s=5, app_warmup_s={"next": 30})
+    assert "app_warmup_s" not in plain.as_dict()  # absent: every run keeps today's trigger
+    assert per_app.for_app("go").measured() == plain.measured() == plain.for_app("go").measured()
+    assert per_app.for_app("next").measured() == {**plain.measured(), "warmup_s": 30}
+    assert per_app.for_app("next").warmup_limit_s() == 30
+    data = yaml.safe_load((ROOT / "config.yaml").read_text())
+    data["load"]["app_warmup_s"] = {"next": 30}
+    assert load_experiment(data).load.for_app("next").warmup_s == 30
+    for bad, message in [({"java": 3}, "java"), ({"next": -1}, "-1"), ({"next": "long"}, "long")]:
+        data["load"]["app_warmup_s"] = bad
+        with pytest.raises(ConfigError, match=f"app_warmup_s.*{message}"):
+            load_experiment(data)
+
 def config_with(warmup):
     data = yaml.safe_load((ROOT / "config.yaml").read_text())
     data["load"]["warmup"] = warmup

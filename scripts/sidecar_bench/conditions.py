@@ -370,6 +370,25 @@ class Condition:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data or f.name not in optional})
 
 
+def _app_warmups(value: Any) -> tuple[tuple[str, float], ...]:
+    """load.app_warmup_s as sorted (app, seconds) pairs (hashable, as the settings are), every app known and every
+    value a number >= 0."""
+    if value is None:
+        return ()
+    if isinstance(value, tuple):
+        value = dict(value)
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"load.app_warmup_s: {value!r} is not a mapping of app to seconds (e.g. {{next: 30}})")
+    out = {}
+    for app, seconds in value.items():
+        if app not in APPS:
+            raise ConfigError(f"load.app_warmup_s: {app!r} is not one of {', '.join(APPS)}")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+            raise ConfigError(f"load.app_warmup_s.{app}: {seconds!r} is not a number >= 0")
+        out[app] = seconds
+    return tuple(sorted(out.items()))
+
+
 @dataclass(frozen=True)
 class LoadSettings:
     """How each condition is loaded: hey -z duration -c concurrency, after warm-up.
@@ -386,12 +405,16 @@ class LoadSettings:
     sidecar_burn: str = "wall"
     # Warm-up until steady (load.warmup, warmup.py): None or mode fixed keeps warmup_s.
     warmup: Any = None
+    # A fixed warm-up per app in place of warmup_s, e.g. {"next": 30} (docs/method.md, "Measured here: the warm-up
+    # study"); empty: warmup_s for every app. A run gets its app's settings only (for_app).
+    app_warmup_s: Any = None
 
     def __post_init__(self) -> None:
         # Warm-up until steady: the mapping from config.yaml as a WarmupSettings.
         from .warmup import as_warmup
 
         object.__setattr__(self, "warmup", as_warmup(self.warmup))
+        object.__setattr__(self, "app_warmup_s", _app_warmups(self.app_warmup_s))
         if not self.duration_s > 0:
             raise ConfigError(f"load.duration_s: {self.duration_s!r} is not > 0")
         if not (isinstance(self.concurrency, int) and self.concurrency >= 1):
@@ -407,7 +430,16 @@ class LoadSettings:
         settings = asdict(self)
         if not self.warmup.until_steady:
             del settings["warmup"]  # warmup_s says it all (warm-up until steady)
+        if self.app_warmup_s:
+            settings["app_warmup_s"] = dict(self.app_warmup_s)
+        else:
+            del settings["app_warmup_s"]  # so that settings without it keep every run's trigger
         return settings
+
+    def for_app(self, app: str) -> "LoadSettings":
+        """The settings one run of app gets: its own warm-up from app_warmup_s, or warmup_s. A run's trigger
+        (measured()) is then today's for every app that app_warmup_s does not name."""
+        return replace(self, warmup_s=dict(self.app_warmup_s).get(app, self.warmup_s), app_warmup_s=None)
 
     def measured(self) -> dict[str, Any]:
         """The settings that can change a measurement: a run's rerun trigger.

@@ -129,6 +129,16 @@ def get_calibration_condition(wildcards):
     return cell_condition(CALIBRATION_CELLS, wildcards.condition).as_dict()
 
 
+def get_load(wildcards):
+    """A run's load settings: the experiment's, with its app's own warm-up (load.app_warmup_s)."""
+    return EXPERIMENT.load.for_app(get_condition(wildcards)["app"]).measured()
+
+
+def get_calibration_load(wildcards):
+    """A calibration run's load settings, as get_load."""
+    return EXPERIMENT.load.for_app(get_calibration_condition(wildcards)["app"]).measured()
+
+
 def get_calibration_image_ref(wildcards):
     """A calibration run's image: its app-only variant, which a changed sidecar leaves as it is."""
     condition = cell_condition(CALIBRATION_CELLS, wildcards.condition)

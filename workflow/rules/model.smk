@@ -19,7 +19,7 @@ rule run_calibration:
     priority: get_repeat_priority
     params:
         condition=get_calibration_condition,
-        load=EXPERIMENT.load.measured(),
+        load=get_calibration_load,
     script:
         "../../scripts/run_condition.py"
 

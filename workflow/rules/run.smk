@@ -19,6 +19,6 @@ rule run_condition:
     priority: get_repeat_priority
     params:
         condition=get_condition,
-        load=EXPERIMENT.load.measured(),
+        load=get_load,
     script:
         "../../scripts/run_condition.py"
