@@ -52,12 +52,55 @@ def test_the_study_script_describes_a_series_and_keeps_each_cell_as_it_goes(tmp_
     assert row["plateau_s"] == 13.0  # the 3 s mean of seconds 10-12 (63) first reaches 95 % of 66 (62.7)
     assert row["rise_5_15_over_0_5"] == pytest.approx(57.6 / 36 - 1)  # seconds 5-14 over 0-4
     args = argparse.Namespace(seconds=60.0, preset="article")
-    rates = [{"condition_id": "go", "repeat": 1, "second": s, "rps": r} for s, r in enumerate(series)]
-    warmup_study.write_outputs(tmp_path, rates, [{"condition_id": "go", **row}], args, SETTINGS)
-    warmup_study.write_outputs(tmp_path, rates * 2, [{"condition_id": "go", **row}] * 2, args, SETTINGS)
-    assert len(pd.read_csv(tmp_path / "rates.csv")) == 120  # replaced whole after the second cell
-    assert (tmp_path / "warmup-study.md").read_text().count("| go ") == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rates.csv", "warmup-study.md"]  # no temp file left
+    keys = {"condition_id": "go_x", "app": "go", "vcpu": 0.25, "sidecars": 0}
+    one = [{**keys, "repeat": 1, "second": s, "rps": r} for s, r in enumerate(series)]
+    two = one + [{**r, "repeat": 2} for r in one]
+    warmup_study.write_outputs(tmp_path, pd.DataFrame(one), args, SETTINGS, 10)
+    table = warmup_study.write_outputs(tmp_path, pd.DataFrame(two), args, SETTINGS, 10)
+    assert len(table) == 2 and len(pd.read_csv(tmp_path / "rates.csv")) == 120  # replaced whole, not appended
+    assert "fixed 15 s" in (tmp_path / "warmup-study.md").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["drift-by-warmup.csv", "rates.csv", "warmup-study.md"]
+
+
+def test_the_drift_rule_fires_on_a_window_left_rising_and_not_after_the_rise():
+    import pandas as pd
+    import warmup_study
+
+    rising = [40 + 2 * min(t, 14) for t in range(60)]  # +2 RPS a second for 14 s, then flat at 68
+    assert warmup_study.drift_after(rising, 0, 10)["drifted"]  # first third 42, last 56: +33 %
+    assert warmup_study.drift_after(rising, 5, 10)["drifted"]  # 52 against 64.7: +24 %
+    after = warmup_study.drift_after(rising, 15, 10)
+    assert not after["drifted"] and after["rise"] == 0
+    assert warmup_study.drift_after(rising, 55, 10) is None  # the series ends before the window does
+    frame = pd.DataFrame([{"condition_id": "n", "app": "next", "vcpu": 0.25, "sidecars": 0, "repeat": 1,
+                           "second": s, "rps": r} for s, r in enumerate(rising)])
+    drift = warmup_study.drift_by_warmup(frame, 10, SETTINGS)
+    verdict = dict(zip(drift["warmup"], drift["drifted"]))
+    assert verdict["fixed 5 s"] and not verdict["fixed 15 s"] and not verdict["until_steady"]
+    # Stops after second 18: 68 RPS over seconds 15-17 after 66 over 12-14 (+3 %); after 17 it was +6 %.
+    assert drift.loc[drift["warmup"] == "until_steady", "warmup_s"].item() == 18
+    of_plateau = dict(zip(drift["warmup"], drift["of_plateau"]))
+    assert of_plateau["fixed 5 s"] == pytest.approx(59 / 68) and of_plateau["fixed 15 s"] == 1
+    summary = warmup_study.drift_summary(drift)
+    assert summary.loc[summary["warmup"] == "fixed 0 s", "drifted"].item() == 1
+    assert list(summary["warmup"])[:2] == ["fixed 0 s", "fixed 5 s"] and "until_steady" in set(summary["warmup"])
+
+
+def test_a_slow_ramp_passes_the_drift_rule_and_short_windows_but_not_long_windows():
+    import pandas as pd
+    import warmup_study
+
+    slow = [100 + t for t in range(60)]  # +1 % a second, never flat: what Next.js did here at 0.5 vCPU
+    frame = pd.DataFrame([{"condition_id": "n", "app": "next", "vcpu": 0.5, "sidecars": 0, "repeat": 1,
+                           "second": s, "rps": r} for s, r in enumerate(slow)])
+    drift = warmup_study.drift_by_warmup(frame, 10, SETTINGS).set_index("warmup")
+    # 3 s windows: 104 after 101 (+3 %) is steady at once; the window after it is 26 % below the plateau, and the
+    # drift rule (107 -> 114, +6.5 %) does not see it.
+    assert drift.loc["until_steady", "warmup_s"] == 6 and not drift.loc["until_steady", "drifted"]
+    assert drift.loc["until_steady", "of_plateau"] == pytest.approx(110.5 / 149.5)
+    # 10 s windows: 114.5 after 104.5 (+9.6 %) and every later pair rise by more than 5 %: warms to the cap.
+    assert drift.loc["until_steady, 10 s windows", "warmup_s"] == 45
+    assert drift.loc["until_steady, 5 s windows", "warmup_s"] < 45
 
 def config_with(warmup):
     data = yaml.safe_load((ROOT / "config.yaml").read_text())

@@ -240,12 +240,18 @@ def _thirds(offset_s: np.ndarray, load_s: float) -> dict[str, float]:
     The drain sliver after the last whole second is left out: hey starts nothing there, so its rate
     (0, or a few responses / 0.002 s) is no rate of the app and inflated the error tenfold."""
     seconds = whole_seconds(load_s)
+    starts = np.floor(np.asarray(offset_s, dtype="float64"))
+    starts = starts[(starts >= 0) & (starts < seconds)].astype("int64")
+    return thirds_of_counts(np.bincount(starts, minlength=seconds))
+
+
+def thirds_of_counts(counts: Sequence[float]) -> dict[str, float]:
+    """First/last third RPS of responses counted per whole second, and the standard error of their difference."""
+    counts = np.asarray(counts, dtype="float64")
+    seconds = len(counts)
     third = seconds // 3
     if third < 1:
         return {"first_third_rps": math.nan, "last_third_rps": math.nan, "thirds_diff_se_rps": math.nan}
-    starts = np.floor(np.asarray(offset_s, dtype="float64"))
-    starts = starts[(starts >= 0) & (starts < seconds)].astype("int64")
-    counts = np.bincount(starts, minlength=seconds).astype("float64")
     first, last = counts[:third], counts[seconds - third:]
     out = {"first_third_rps": float(first.mean()), "last_third_rps": float(last.mean())}
     # Per-second counts of each third give its rate's standard error; one second alone: Poisson.
