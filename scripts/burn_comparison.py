@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from sidecar_bench import tables
-from sidecar_bench.charts import burn_comparison_chart, save_chart
+from sidecar_bench.burn_charts import burn_comparison_chart
+from sidecar_bench.burn_tables import burn_breaking_points_table, burn_comparison_table
+from sidecar_bench.chart_files import save_chart
 from sidecar_bench.model import burn_comparison
 from sidecar_bench.reference import load_reference
+from sidecar_bench.table_format import write_table_files
 
 
 def main(summaries, burns, presets, reference, out_dir, formats=("html", "png", "svg")):
@@ -22,9 +24,9 @@ def main(summaries, burns, presets, reference, out_dir, formats=("html", "png", 
     by_burn = {}
     for (burn, _), frame in frames.items():
         by_burn.setdefault(burn, frame)
-    built = [tables.burn_comparison_table(long),
-             tables.burn_breaking_points_table(by_burn, load_reference(reference))]
-    written = tables.write_model_tables(built, out_dir)
+    built = [burn_comparison_table(long),
+             burn_breaking_points_table(by_burn, load_reference(reference))]
+    written = write_table_files(built, out_dir)
     written += save_chart(burn_comparison_chart(long), Path(out_dir), "burn_comparison", tuple(formats))
     print(f"burn_comparison: wrote {len(written)} files", file=sys.stderr)
     return long

@@ -13,7 +13,7 @@ from sidecar_bench import model_tables
 from sidecar_bench.calibration import calibration_table
 from sidecar_bench.model import add_cost_columns
 from sidecar_bench.stats import summarise_conditions, summarise_runs
-from sidecar_bench.tables import render
+from sidecar_bench.table_format import render
 
 
 def main(runs, summary_parquet, summary_csv, table_md, table_csv, no_limit_vcpu=None, in_matrix=(),

@@ -8,7 +8,8 @@ import pandas as pd
 from sidecar_bench.layouts import has_task_layout, layouts_table
 from sidecar_bench.loadmodel import closed_loop
 from sidecar_bench.reference import load_reference
-from sidecar_bench.tables import environment_note, write_table, write_tables
+from sidecar_bench.table_format import environment_note, write_table
+from sidecar_bench.tables import write_tables
 
 
 def main(summary, reference, out_dir):

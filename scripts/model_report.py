@@ -27,10 +27,12 @@ import pandas as pd
 
 from sidecar_bench import forward as fwd
 from sidecar_bench import model as modelmod
-from sidecar_bench import model_tables, tables
+from sidecar_bench import model_tables
+from sidecar_bench.cells import article_settings
 from sidecar_bench.loadmodel import closed_loop
 from sidecar_bench.model_charts import write_model_charts
 from sidecar_bench.reference import load_reference
+from sidecar_bench.table_format import environment_note, write_table_files
 
 
 def read_frame(path):
@@ -44,8 +46,8 @@ def read_frame(path):
 def main(summary, runs_summary, calibration, reference, tables_dir, charts_dir, sidecar_burn=None,
          formats=("html", "png", "svg"), calibration_runs=None):
     # The model is the article's settings' (the knobs against throttling change the budget it models).
-    per_run = modelmod.with_run_costs(tables.article_settings(read_frame(runs_summary)))
-    conditions = modelmod.summary_with_costs(tables.article_settings(read_frame(summary)), per_run)
+    per_run = modelmod.with_run_costs(article_settings(read_frame(runs_summary)))
+    conditions = modelmod.summary_with_costs(article_settings(read_frame(summary)), per_run)
     cal_runs = (modelmod.with_run_costs(read_frame(calibration_runs))
                 if calibration_runs and Path(calibration_runs).exists() else None)
     cal = pd.read_csv(calibration)
@@ -56,8 +58,8 @@ def main(summary, runs_summary, calibration, reference, tables_dir, charts_dir, 
              model_tables.decomposition_share_table(modelmod.share_within(model)),
              model_tables.decomposition_misses_table(modelmod.largest_misses(model)),
              *model_tables.forward_tables(forward),
-             tables.article_costs_table(modelmod.article_costs(ref, cal))]
-    written = tables.write_model_tables(built, tables_dir, tables.environment_note(conditions))
+             model_tables.article_costs_table(modelmod.article_costs(ref, cal))]
+    written = write_table_files(built, tables_dir, environment_note(conditions))
     written += write_model_charts(model, forward, conditions, per_run, ref, charts_dir, sidecar_burn, formats)
     for line in fwd.share_within(forward).to_string(index=False).splitlines():
         print(f"forward: {line}", file=sys.stderr)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sidecar_bench.charts import save_chart, write_charts
+from sidecar_bench.chart_files import save_chart
+from sidecar_bench.charts import write_charts
 from sidecar_bench.layout_charts import layouts_chart
 from sidecar_bench.layouts import has_task_layout
 from sidecar_bench.loadmodel import closed_loop

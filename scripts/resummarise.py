@@ -36,6 +36,7 @@ import pandas as pd
 
 from sidecar_bench import charts, set_report, tables
 from sidecar_bench import flags as flagmod
+from sidecar_bench.chart_files import save_chart
 from sidecar_bench.model import add_cost_columns
 from sidecar_bench.reference import load_reference
 from sidecar_bench.stats import FAILED, summarise_conditions
@@ -99,7 +100,7 @@ def resummarise(set_dir: Path, reference: Path = REFERENCE) -> dict:
     tables.write_tables(summary, ref, set_dir / "tables")
     (set_dir / "charts").mkdir(parents=True, exist_ok=True)
     for name, build in SUMMARY_CHARTS.items():
-        charts.save_chart(build(summary, ref), set_dir / "charts", name, ("png", "svg"))
+        save_chart(build(summary, ref), set_dir / "charts", name, ("png", "svg"))
 
     flagged = {code: int(summary[f"flag_{code}"].sum()) for code in flagmod.CODES}
     marked = int((summary["flags"].fillna("") != "").sum())

@@ -212,7 +212,7 @@ def test_a_latency_interval_down_to_zero_ends_at_heys_resolution_on_the_log_axis
 
 def test_each_format_is_written_as_chart_save_writes_it(charts, tmp_path):
     """save_chart makes a chart's spec once for all formats: every file is byte for byte chart.save's."""
-    from sidecar_bench.charts import save_chart
+    from sidecar_bench.chart_files import save_chart
     summary = pd.read_parquet(charts.parent / "summary.parquet")
     chart = latency_rps_chart(summary, reference.load_reference(REFERENCE))
     written = save_chart(chart, tmp_path, "fast")

@@ -1,5 +1,6 @@
 """The project files an analysis script runs, read from its imports."""
 
+import re
 from pathlib import Path
 
 from sidecar_bench.codedeps import project_code
@@ -29,3 +30,26 @@ def test_the_chart_script_runs_the_charts_module_and_not_the_runner():
     found = {path.name for path in project_code(ROOT / "scripts" / "plot_charts.py", ROOT / "scripts")}
     assert {"plot_charts.py", "charts.py", "stats.py", "record.py"} <= found
     assert not found & {"runner.py", "job.py", "hosts.py", "lease.py", "run_condition.py"}
+
+
+CHART_MODULES = {"charts.py", "chart_files.py", "model_charts.py", "burn_charts.py", "layout_charts.py"}
+TABLE_MODULES = {"tables.py", "mitigations.py", "model_tables.py", "burn_tables.py"}
+
+
+def code_of(script: str) -> list[Path]:
+    return project_code(ROOT / "scripts" / f"{script}.py", ROOT / "scripts")
+
+
+def test_the_tables_run_no_chart_code_and_the_charts_no_table_code():
+    # The rules list this code as their inputs: editing a chart module must remake no table, and the reverse.
+    for script in ("make_tables", "calibrate"):
+        found = code_of(script)
+        names = {path.name for path in found}
+        assert "cells.py" in names and "table_format.py" in names, script
+        assert not names & CHART_MODULES, script
+        assert not [path.name for path in found
+                    if re.search(r"^\s*(import|from)\s+altair\b", path.read_text(), re.MULTILINE)], script
+    assert {"tables.py", "mitigations.py"} <= {path.name for path in code_of("make_tables")}
+    charts = {path.name for path in code_of("plot_charts")}
+    assert {"charts.py", "chart_files.py", "layout_charts.py", "cells.py"} <= charts
+    assert not charts & TABLE_MODULES

@@ -10,7 +10,7 @@ import pytest
 
 import make_tables
 import plot_charts
-from sidecar_bench.charts import save_chart
+from sidecar_bench.chart_files import save_chart
 from sidecar_bench.layout_charts import layouts_chart
 from sidecar_bench.layouts import has_task_layout, layouts_data, layouts_table
 

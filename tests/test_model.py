@@ -14,10 +14,11 @@ import pytest
 
 from sidecar_bench import forward as fw
 from sidecar_bench import model as m
-from sidecar_bench import model_tables, tables
+from sidecar_bench import burn_tables, model_tables, table_format
+from sidecar_bench.burn_charts import burn_comparison_chart
 from sidecar_bench.calibration import burn_peers, calibration_cells, calibration_table, cell_condition, memory_of, run_path
-from sidecar_bench.charts import burn_comparison_chart, delivered_data, save_chart
-from sidecar_bench.model_charts import write_model_charts
+from sidecar_bench.chart_files import save_chart
+from sidecar_bench.model_charts import delivered_data, write_model_charts
 from sidecar_bench.conditions import Condition
 from sidecar_bench.reference import load_reference
 from sidecar_bench.stats import summarise_conditions, summarise_runs
@@ -201,8 +202,8 @@ def test_model_tables_and_charts_are_written(tmp_path):
     built = [model_tables.calibration_table(calibration), model_tables.decomposition_table(model),
              model_tables.decomposition_share_table(m.share_within(model)),
              model_tables.decomposition_misses_table(m.largest_misses(model)), *model_tables.forward_tables(forward),
-             tables.article_costs_table(m.article_costs(ref, calibration))]
-    written = tables.write_model_tables(built, tmp_path / "tables")
+             model_tables.article_costs_table(m.article_costs(ref, calibration))]
+    written = table_format.write_table_files(built, tmp_path / "tables")
     names = {p.name for p in written}
     for name in ("calibration", "decomposition", "decomposition_share", "decomposition_misses", "forward",
                  "forward_share", "forward_misses", "article_costs"):
@@ -227,7 +228,7 @@ def test_model_tables_and_charts_are_written(tmp_path):
 def test_cpu_burn_preset_is_named_in_the_model_outputs(tmp_path):
     runs, matrix, calibration, _ = small_model(tmp_path)
     model = m.decompose(matrix, calibration, "cpu")
-    assert "load.sidecar_burn: cpu" in tables.render(model_tables.decomposition_table(model))
+    assert "load.sidecar_burn: cpu" in table_format.render(model_tables.decomposition_table(model))
     assert set(model["sidecar_burn"]) == {"cpu"}
 
 
@@ -250,10 +251,10 @@ def test_wall_and_cpu_sidecars_side_by_side(tmp_path):
     assert set(long["burn"]) == {"wall", "cpu"}
     loaded = long[long["total_sidecar_load_pct"] == 15].set_index("burn")
     assert loaded.loc["cpu", "retained"] == pytest.approx(0.5 * loaded.loc["wall", "retained"])
-    table = tables.burn_comparison_table(long)
+    table = burn_tables.burn_comparison_table(long)
     assert {"sidecars' CPU % (wall)", "sidecars' CPU % (cpu)", "RPS retained (cpu)"} <= set(table.display.columns)
     ref = load_reference(REFERENCE)
-    points = tables.burn_breaking_points_table({"wall": wall, "cpu": cpu}, ref)
+    points = burn_tables.burn_breaking_points_table({"wall": wall, "cpu": cpu}, ref)
     assert set(points.data["burn"]) == {"wall", "cpu"}
     save_chart(burn_comparison_chart(long), tmp_path, "burn_comparison", ("svg",))
     assert (tmp_path / "burn_comparison.svg").stat().st_size > 0

@@ -11,7 +11,8 @@ import make_tables
 from sidecar_bench import reference
 from sidecar_bench.stats import summarise_runs
 from sidecar_bench.synthetic import write_small_set
-from sidecar_bench.tables import MISSING, TABLE_NAMES, write_tables
+from sidecar_bench.table_format import MISSING
+from sidecar_bench.tables import TABLE_NAMES, write_tables
 
 REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "article-results.csv"
 

@@ -1,9 +1,10 @@
-"""The article's charts (and a few it lacked), from our summary, with the article's values as hollow marks.
+"""The article's charts (and a few it lacked), from our summary, with the article's values as hollow marks; and
+the look every chart module shares (model_charts, burn_charts, layout_charts draw with it).
 
 Our points carry their 95 % intervals (error bars) and a red ring when the
 condition is flagged (flags.FLAGS; the subtitle names the flags present).
 Every chart is written as <name>.html (Vega-Lite with its JavaScript inlined,
-so it opens offline), <name>.png (scale 2) and <name>.svg. A chart whose data
+so it opens offline), <name>.png (scale 2) and <name>.svg (chart_files.py). A chart whose data
 the current matrix lacks is still written, saying what is missing; a summary
 without intervals or flags draws points without bars or rings.
 """
@@ -21,10 +22,11 @@ import pandas as pd
 
 from . import reference as refmod
 from .breaking import assess_rows
+from .cells import (APP_NAMES, article_settings, baseline_memory, cell_codes, codes_of, measured_only, ratios_over,
+                    runs_of, setup_name)
+from .chart_files import save_chart
 from .flags import FLAGS
 from .runfile import read_columns, read_failure
-from .tables import (APP_NAMES, article_settings, baseline_memory, cell_codes, codes_of, measured_only, ratios_over,
-                     runs_of, setup_name)
 from .timeseries import per_second
 
 # The article's four setups: app, vCPU, sidecar count.
@@ -37,12 +39,16 @@ SOURCES = ("ours", "article")
 FLAG_COLOR = "#d62728"
 FLAGGED = "flagged condition"
 LOAD_TITLE = "Total sidecar load (% of one core)"
+DELIVERED_TITLE = "Sidecars' measured CPU (% of one core)"
 # Domain ends at the highest load (no "nice" 110 whose label collides with 100).
 LOAD_SCALE = alt.Scale(nice=False, zero=True)
 WIDTH, HEIGHT = 260, 190
 ECDF_POINTS = 1500
 PANEL_WIDTH, LABEL_PX = 330, 16  # distribution panels; a rotated period label needs ~16 px of axis
 REP_FILE = re.compile(r"rep(\d+)$")
+# Not ringed where a chart shows the sidecars' measured CPU: sidecar_under (retired; older summaries still carry
+# it) is what that CPU shows.
+MODEL_UNRINGED = {"sidecar_under"}
 
 
 def placeholder(title: str, message: str) -> alt.Chart:
@@ -65,7 +71,7 @@ def flag_marks(value) -> str:
 
 
 def metric_flags(value, metric: str) -> str:
-    """The flags of a summary cell that bear on one metric (tables.NOT_FOR), joined as in the summary."""
+    """The flags of a summary cell that bear on one metric (cells.NOT_FOR), joined as in the summary."""
     return ",".join(sorted(cell_codes(codes_of(value), metric)))
 
 
@@ -121,7 +127,7 @@ def ours_and_article(base: alt.Chart, y: alt.Y, lo: str, hi: str, line: dict | N
 METRICS = (("p50_ms", "P50"), ("p99_ms", "P99"), ("rps", "RPS"))
 
 
-def _col(rows: pd.DataFrame, name: str) -> pd.Series:
+def column_of(rows: pd.DataFrame, name: str) -> pd.Series:
     return rows[name] if name in rows.columns else pd.Series(math.nan, index=rows.index)
 
 
@@ -138,10 +144,10 @@ def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
             if len(rows):
                 frames.append(pd.DataFrame({
                     "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(), "series": series,
-                    "value": rows[column].to_numpy(), "lo": _col(rows, f"{column}_lo").to_numpy(),
-                    "hi": _col(rows, f"{column}_hi").to_numpy(), "source": "ours",
-                    "delivered": _col(rows, "sidecars_cpu_pct").to_numpy(),
-                    "flags": [metric_flags(v, column) for v in _col(rows, "flags")]}))
+                    "value": rows[column].to_numpy(), "lo": column_of(rows, f"{column}_lo").to_numpy(),
+                    "hi": column_of(rows, f"{column}_hi").to_numpy(), "source": "ours",
+                    "delivered": column_of(rows, "sidecars_cpu_pct").to_numpy(),
+                    "flags": [metric_flags(v, column) for v in column_of(rows, "flags")]}))
             article = refmod.sweep(ref, app, vcpu, sc, column)
             if len(article):
                 frames.append(pd.DataFrame({"setup": name, "load": article.index, "series": series,
@@ -215,8 +221,8 @@ def retained_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
             frames.append(pd.DataFrame({
                 "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(),
                 "retained": retained, "lo": lo, "hi": hi, "rps": rows["rps"].to_numpy(), "source": "ours",
-                "delivered": _col(rows, "sidecars_cpu_pct").to_numpy(),
-                "flags": [metric_flags(v, "rps") for v in _col(rows, "flags")]}))
+                "delivered": column_of(rows, "sidecars_cpu_pct").to_numpy(),
+                "flags": [metric_flags(v, "rps") for v in column_of(rows, "flags")]}))
         article = refmod.sweep(ref, app, vcpu, sc, "rps")
         if len(article) and 0.0 in article.index:
             frames.append(pd.DataFrame({"setup": name, "load": article.index,
@@ -264,8 +270,8 @@ def memory_data(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3
     if len(rows):
         ours = pd.DataFrame({
             "app": rows["app"], "vcpu": rows["vcpu"], "memory_mb": rows["memory_mb"], "rps": rows["rps"],
-            "lo": _col(rows, "rps_lo"), "hi": _col(rows, "rps_hi"), "source": "ours",
-            "flags": [metric_flags(v, "rps") for v in _col(rows, "flags")],
+            "lo": column_of(rows, "rps_lo"), "hi": column_of(rows, "rps_hi"), "source": "ours",
+            "flags": [metric_flags(v, "rps") for v in column_of(rows, "flags")],
             "rel": math.nan, "rel_lo": math.nan, "rel_hi": math.nan})
         # The memory gain over the same app and vCPU at the baseline memory, both cells' runs counted.
         for (app, vcpu), part in rows.groupby(["app", "vcpu"]):
@@ -345,9 +351,9 @@ def tail_data(summary: pd.DataFrame) -> pd.DataFrame:
                 continue
             frames.append(pd.DataFrame({
                 "setup": setup_name(app, vcpu, sc), "load": rows["total_sidecar_load_pct"].to_numpy(),
-                "series": series, "share": rows[column].to_numpy(), "lo": _col(rows, f"{column}_lo").to_numpy(),
-                "hi": _col(rows, f"{column}_hi").to_numpy(), "source": "ours",
-                "flags": [metric_flags(v, "p99_ms") for v in _col(rows, "flags")]}))
+                "series": series, "share": rows[column].to_numpy(), "lo": column_of(rows, f"{column}_lo").to_numpy(),
+                "hi": column_of(rows, f"{column}_hi").to_numpy(), "source": "ours",
+                "flags": [metric_flags(v, "p99_ms") for v in column_of(rows, "flags")]}))
     columns = ["setup", "load", "series", "share", "lo", "hi", "source", "flags"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
     return with_flags(data.dropna(subset=["share"]))
@@ -572,44 +578,6 @@ def build_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | 
     }
 
 
-class _Spec:
-    """A chart's Vega-Lite spec, made once: what altair's save asks of a chart (to_dict) for every format."""
-
-    def __init__(self, spec: dict):
-        self.spec = spec
-
-    def to_dict(self, *args, **kwargs) -> dict:
-        return self.spec
-
-
-def save_chart(chart: alt.TopLevelMixin, out_dir: Path, name: str, formats: Iterable[str] = ("html", "png", "svg")) -> list[Path]:
-    """The chart as name.<format> for each format, each as chart.save(path) would write it.
-
-    The spec is made (copied, checked against the Vega-Lite schema) once and rendered in every format: making
-    it is most of a chart's cost, and chart.save made it again per format."""
-    from altair.utils.save import save
-
-    chart = chart.configure_axis(labelFontSize=11, titleFontSize=12).configure_title(fontSize=15, subtitleFontSize=11) \
-        .configure_legend(labelFontSize=11, titleFontSize=12)
-    # As chart.save makes it: every row inlined, none dropped.
-    with alt.data_transformers.enable("default"), alt.data_transformers.disable_max_rows():
-        spec = _Spec(chart.to_dict(context={"pre_transform": False}))
-    versions = {"vega_version": alt.VEGA_VERSION, "vegalite_version": alt.VEGALITE_VERSION,
-                "vegaembed_version": alt.VEGAEMBED_VERSION}
-    written = []
-    for fmt in formats:
-        path = out_dir / f"{name}.{fmt}"
-        with alt.data_transformers.disable_max_rows():
-            if fmt == "html":
-                save(spec, path, inline=True, **versions)  # JavaScript inlined: opens without network
-            elif fmt == "png":
-                save(spec, path, scale_factor=2, **versions)
-            else:
-                save(spec, path, **versions)
-        written.append(path)
-    return written
-
-
 def write_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path], out_dir: str | Path,
                  formats: Iterable[str] = ("html", "png", "svg")) -> list[Path]:
     out_dir = Path(out_dir)
@@ -618,238 +586,3 @@ def write_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | 
     for name, chart in build_charts(summary, ref, runs).items():
         written += save_chart(chart, out_dir, name, tuple(formats))
     return written
-
-
-# --- the CPU-budget model (model.py): measured against predicted; sweeps against the delivered load ---------
-
-DELIVERED_TITLE = "Sidecars' measured CPU (% of one core)"
-APP_COLORS = {"go": "#4c78a8", "next": "#f58518"}
-# Not ringed here: sidecar_under (retired; older summaries still carry it) is what these charts' measured
-# sidecar CPU shows.
-MODEL_UNRINGED = {"sidecar_under"}
-
-
-def model_flags(value) -> str:
-    """The flags of a cell that bear on RPS, less those the model's measured sidecar CPU already accounts for."""
-    return ",".join(c for c in metric_flags(value, "rps").split(",") if c and c not in MODEL_UNRINGED)
-
-
-def delivered_data(summary: pd.DataFrame, per_run: pd.DataFrame, ref: pd.DataFrame,
-                   model: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The four sweeps: RPS retained and P99 at each nominal load and at the sidecars' measured CPU.
-
-    Ours: the condition's mean sidecar CPU, with the lowest and highest of its runs;
-    the article: its nominal load, and an estimate of what its sidecars used
-    (model.article_delivered_estimate). predicted_retained: the model's prediction
-    over our own 0 % RPS, where a model frame is given.
-    """
-    from .model import article_delivered_estimate
-
-    memory = baseline_memory(summary)
-    predicted = (dict(zip(model["condition_id"], model["predicted_rps"])) if model is not None and len(model)
-                 else {})
-    spans = (per_run.groupby("condition_id")["sidecars_cpu_pct"].agg(["min", "max"])
-             if per_run is not None and len(per_run) else pd.DataFrame(columns=["min", "max"]))
-    frames = []
-    for app, vcpu, sc in FIGURE_SETUPS:
-        name = setup_name(app, vcpu, sc)
-        rows = runs_of(summary, app, vcpu, sc, memory).sort_values("total_sidecar_load_pct")
-        base = rows[np.isclose(rows["total_sidecar_load_pct"], 0.0)]
-        rps0 = float(base["rps"].iloc[0]) if len(base) and float(base["rps"].iloc[0]) > 0 else math.nan
-        if len(rows):
-            ids = rows["condition_id"].to_numpy()
-            retained = (ratios_over(rows, base.iloc[0]) if not math.isnan(rps0)
-                        else (np.full(len(rows), math.nan),) * 3)
-            frames.append(pd.DataFrame({
-                "setup": name, "source": "ours", "nominal": rows["total_sidecar_load_pct"].to_numpy(),
-                "delivered": rows["sidecars_cpu_pct"].fillna(0.0).to_numpy(),
-                "delivered_lo": [spans["min"].get(i, math.nan) for i in ids],
-                "delivered_hi": [spans["max"].get(i, math.nan) for i in ids],
-                "retained": retained[0], "retained_lo": retained[1], "retained_hi": retained[2],
-                "predicted_retained": [predicted.get(i, math.nan) / rps0 for i in ids],
-                "rps": rows["rps"].to_numpy(), "p99": rows["p99_ms"].to_numpy(),
-                "p99_lo": _col(rows, "p99_ms_lo").to_numpy(), "p99_hi": _col(rows, "p99_ms_hi").to_numpy(),
-                "flags": [model_flags(v) for v in _col(rows, "flags")]}))
-        article_rps = refmod.sweep(ref, app, vcpu, sc, "rps")
-        article_p99 = refmod.sweep(ref, app, vcpu, sc, "p99_ms")
-        loads = sorted(set(article_rps.index) | set(article_p99.index))
-        if loads:
-            a0 = float(article_rps.loc[0.0]) if 0.0 in article_rps.index else math.nan
-            a_rps = [float(article_rps.get(x, math.nan)) for x in loads]
-            frames.append(pd.DataFrame({
-                "setup": name, "source": "article", "nominal": loads,
-                "delivered": [article_delivered_estimate(r, a0, vcpu) for r in a_rps],
-                "delivered_lo": math.nan, "delivered_hi": math.nan,
-                "retained": [r / a0 for r in a_rps], "retained_lo": math.nan, "retained_hi": math.nan,
-                "predicted_retained": math.nan, "rps": a_rps,
-                "p99": [float(article_p99.get(x, math.nan)) for x in loads], "p99_lo": math.nan, "p99_hi": math.nan,
-                "flags": ""}))
-    columns = ["setup", "source", "nominal", "delivered", "delivered_lo", "delivered_hi", "retained", "retained_lo",
-               "retained_hi", "predicted_retained", "rps", "p99", "p99_lo", "p99_hi", "flags"]
-    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    return with_flags(data)
-
-
-def delivered_load_chart(summary: pd.DataFrame, per_run: pd.DataFrame, ref: pd.DataFrame,
-                         model: pd.DataFrame | None = None, sidecar_burn: str | None = None) -> alt.TopLevelMixin:
-    """Each of the four sweeps twice: against the nominal load (the article's x-axis) and against the CPU the
-    sidecars really used; RPS retained (ours and the article's on one scale) and P99."""
-    data = delivered_data(summary, per_run, ref, model)
-    title = "The sweeps against the sidecars' nominal load and against the CPU they really used"
-    if data.empty:
-        return placeholder(title, "No run of the four setups in the current matrix.")
-    tooltip = ["setup:N", "source:N", alt.Tooltip("nominal:Q", title="nominal load %"),
-               alt.Tooltip("delivered:Q", format=".1f", title="sidecars' CPU %"), alt.Tooltip("rps:Q", format=".0f"),
-               alt.Tooltip("retained:Q", format=".0%"), alt.Tooltip("p99:Q", format=".0f"), "marks:N"]
-    views = (("nominal", LOAD_TITLE, None), ("delivered", DELIVERED_TITLE, ("delivered_lo", "delivered_hi")))
-    metrics = (("retained", alt.Y("retained:Q", title="RPS retained (share of the 0 % RPS)",
-                                  axis=alt.Axis(format="%"), scale=alt.Scale(zero=True)), "retained_lo", "retained_hi"),
-               ("p99", alt.Y("p99:Q", title="P99 (ms, log)", scale=alt.Scale(type="log")), "p99_lo", "p99_hi"))
-    rows = []
-    # One x range per view across the rows, so that the sweeps compare row to row.
-    scales = {}
-    for view in ("nominal", "delivered"):
-        values = data[[view] + ([f"{view}_hi"] if view == "delivered" else [])].to_numpy(dtype=float)
-        top = float(np.nanmax(values)) if np.isfinite(values).any() else 1.0
-        bottom = float(np.nanmin(values)) if np.isfinite(values).any() else 0.0
-        scales[view] = alt.Scale(domain=[min(0.0, bottom), max(top, 1.0) * 1.05], nice=False)
-    for app, vcpu, sc in FIGURE_SETUPS:
-        name = setup_name(app, vcpu, sc)
-        part = data[data["setup"] == name]
-        if part.empty:
-            rows.append(placeholder(name, "not in the current matrix").properties(width=WIDTH, height=HEIGHT))
-            continue
-        panels = []
-        for metric, y, lo, hi in metrics:
-            for view, x_title, span in views:
-                x_scale = scales[view]
-                x = alt.X(f"{view}:Q", title=x_title, scale=x_scale)
-                base = alt.Chart(part).encode(x=x, color=alt.value(APP_COLORS.get(app, "gray")), tooltip=tooltip)
-                layers = ours_and_article(base, y, lo, hi)
-                if span:
-                    layers.append(base.transform_filter(alt.datum.source == "ours").transform_filter(
-                        f"isValid(datum['{span[0]}'])").mark_rule(strokeWidth=1.5).encode(
-                        x=alt.X(f"{span[0]}:Q", scale=x_scale), x2=f"{span[1]}:Q", y=y))
-                    if metric == "retained" and part["predicted_retained"].notna().any():
-                        layers.append(base.transform_filter(alt.datum.source == "ours").mark_line(
-                            strokeDash=[4, 3], color="gray").encode(y=alt.Y("predicted_retained:Q")))
-                label = "nominal load" if view == "nominal" else "measured sidecar CPU"
-                panels.append(alt.layer(*layers).properties(
-                    title=f"{name}: {'RPS retained' if metric == 'retained' else 'P99'} vs {label}",
-                    width=WIDTH, height=HEIGHT))
-        rows.append(alt.hconcat(*panels))
-    burn = f" Sidecars burn by {'CPU time' if sidecar_burn == 'cpu' else 'the wall clock'} " \
-           f"(load.sidecar_burn: {sidecar_burn})." if sidecar_burn else ""
-    subtitle = ["Left of each row: the nominal load (the article's x-axis); right: what the sidecars really used, our "
-                "horizontal bars the lowest and highest of the repetitions. Hollow diamonds: the article, placed at an "
-                "estimate of its sidecars' CPU (quota x (1 - RPS / its 0 % RPS)). Dashed grey: the model's prediction."
-                + burn]
-    flagged = flagged_subtitle([data])
-    if flagged:
-        subtitle.append(flagged)
-    return alt.vconcat(*rows).resolve_scale(shape="shared", stroke="shared").properties(
-        title=alt.Title(title, subtitle=subtitle))
-
-
-def budget_line_data(summary: pd.DataFrame) -> pd.DataFrame:
-    """Every sweep of the matrix (app, vCPU, sidecar count at the baseline memory, with its 0 % load cell):
-    RPS retained against the share of the quota the sidecars really used."""
-    memory = baseline_memory(summary)
-    rows = summary[(summary["memory_mb"] == memory) & (summary["sidecar_count"] > 0)]
-    frames = []
-    for (app, vcpu, sc), group in rows.groupby(["app", "vcpu", "sidecar_count"]):
-        base = group[np.isclose(group["total_sidecar_load_pct"], 0.0)]["rps"]
-        if not len(base) or not float(base.iloc[0]) > 0:
-            continue
-        rps0 = float(base.iloc[0])
-        frames.append(pd.DataFrame({
-            "app": APP_NAMES.get(app, app), "setup": setup_name(app, vcpu, sc),
-            "condition_id": group["condition_id"].to_numpy(),
-            "nominal": group["total_sidecar_load_pct"].to_numpy(),
-            "sidecar_share": group["sidecars_cpu_pct"].fillna(0.0).to_numpy() / (100.0 * vcpu),
-            "retained": group["rps"].to_numpy() / rps0, "lo": _col(group, "rps_lo").to_numpy() / rps0,
-            "hi": _col(group, "rps_hi").to_numpy() / rps0, "source": "ours",
-            "flags": [model_flags(v) for v in _col(group, "flags")]}))
-    columns = ["app", "setup", "condition_id", "nominal", "sidecar_share", "retained", "lo", "hi", "source", "flags"]
-    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    return with_flags(data)
-
-
-def budget_line_chart(summary: pd.DataFrame, sidecar_burn: str | None = None) -> alt.TopLevelMixin:
-    """All sweeps on one axis: what share of the quota the sidecars used, against the share of RPS kept."""
-    data = budget_line_data(summary)
-    title = "RPS retained against the share of the quota the sidecars really used, every sweep"
-    if data.empty:
-        return placeholder(title, "No sweep with a 0 % load cell and sidecars in this matrix.")
-    top = max(float(data["sidecar_share"].max()), 0.05) * 1.1
-    guide = pd.DataFrame({"sidecar_share": [0.0, top], "retained": [1.0, 1.0 - top]})
-    x = alt.X("sidecar_share:Q", title="Sidecars' measured CPU / the quota", axis=alt.Axis(format="%"),
-              scale=alt.Scale(domain=[0, top], nice=False))
-    y = alt.Y("retained:Q", title="RPS retained (share of the 0 % RPS)", axis=alt.Axis(format="%"),
-              scale=alt.Scale(zero=True))
-    panels = []
-    for app, part in data.groupby("app"):
-        base = alt.Chart(part).encode(x=x, color=alt.Color("setup:N", title="Setup"), tooltip=[
-            "setup:N", "condition_id:N", alt.Tooltip("nominal:Q", title="nominal load %"),
-            alt.Tooltip("sidecar_share:Q", format=".1%"), alt.Tooltip("retained:Q", format=".0%"), "marks:N"])
-        line = alt.Chart(guide).mark_line(color="gray", strokeDash=[4, 4]).encode(x=x, y=y)
-        panels.append(alt.layer(
-            line,
-            base.transform_filter("isValid(datum.lo) && isValid(datum.hi)").mark_rule().encode(
-                y=alt.Y("lo:Q"), y2="hi:Q"),
-            base.mark_point(filled=True, size=40, opacity=0.9).encode(y=y),
-            flag_ring(base, y)).properties(title=app, width=360, height=300))
-    burn = f" Sidecars burn by {'CPU time' if sidecar_burn == 'cpu' else 'the wall clock'}." if sidecar_burn else ""
-    subtitle = ["Dashed: 1 - sidecar share, what a CPU-bound app at a fixed cost per request keeps. Bars: 95 % RPS "
-                "intervals over the 0 % RPS." + burn]
-    flagged = flagged_subtitle([data])
-    if flagged:
-        subtitle.append(flagged)
-    return alt.hconcat(*panels).resolve_scale(color="shared").properties(title=alt.Title(title, subtitle=subtitle))
-
-
-BURN_COLORS = {"wall": "#4c78a8", "cpu": "#f58518"}
-
-
-def burn_comparison_chart(long: pd.DataFrame) -> alt.TopLevelMixin:
-    """The four sweeps of the main figure with wall-clock and CPU-time sidecars: RPS retained, P99, and the
-    sidecars' measured CPU, against the nominal load."""
-    title = "Sidecars that burn what they claim: wall-clock (the article's) against CPU-time sidecars"
-    if long.empty:
-        return placeholder(title, "No condition measured under both sidecar_burn settings.")
-    data = with_flags(long.assign(flags=[",".join(c for c in metric_flags(v, "p99_ms").split(",")
-                                                  if c and c not in MODEL_UNRINGED) for v in long["flags"]]))
-    color = alt.Color("burn:N", title="load.sidecar_burn", scale=alt.Scale(domain=list(BURN_COLORS),
-                                                                           range=list(BURN_COLORS.values())))
-    x = alt.X("total_sidecar_load_pct:Q", title=LOAD_TITLE, scale=LOAD_SCALE)
-    panels_for = (("retained", alt.Y("retained:Q", title="RPS retained", axis=alt.Axis(format="%"),
-                                     scale=alt.Scale(zero=True)), None),
-                  ("p99_ms", alt.Y("p99_ms:Q", title="P99 (ms, log)", scale=alt.Scale(type="log")),
-                   ("p99_ms_lo", "p99_ms_hi")),
-                  ("sidecars_cpu_pct", alt.Y("sidecars_cpu_pct:Q", title=DELIVERED_TITLE, scale=alt.Scale(zero=True)),
-                   None))
-    rows = []
-    for app, vcpu, sc in FIGURE_SETUPS:
-        name = setup_name(app, vcpu, sc)
-        part = data[(data["app"] == app) & np.isclose(data["vcpu"], vcpu) & (data["sidecar_count"] == sc)
-                    & (data["memory_mb"] == baseline_memory(long))]
-        if part.empty:
-            continue
-        base = alt.Chart(part).encode(x=x, color=color, tooltip=[
-            "condition_id:N", "burn:N", alt.Tooltip("sidecars_cpu_pct:Q", format=".1f"),
-            alt.Tooltip("retained:Q", format=".0%"), alt.Tooltip("p99_ms:Q", format=".0f"), "marks:N"])
-        panels = []
-        for column, y, span in panels_for:
-            layers = [base.mark_line().encode(y=y), base.mark_point(filled=True, size=35).encode(y=y)]
-            if span:
-                layers.append(base.transform_filter(f"isValid(datum['{span[0]}'])").mark_rule().encode(
-                    y=alt.Y(f"{span[0]}:Q"), y2=f"{span[1]}:Q"))
-            layers.append(flag_ring(base, y))
-            panels.append(alt.layer(*layers).properties(title=f"{name}: {y.to_dict().get('title')}",
-                                                        width=WIDTH, height=HEIGHT))
-        rows.append(alt.hconcat(*panels))
-    if not rows:
-        return placeholder(title, "None of the main figure's four sweeps was measured under both settings.")
-    return alt.vconcat(*rows).resolve_scale(color="shared").properties(title=alt.Title(title, subtitle=[
-        "The same conditions measured with sidecars that count their busy time by the wall clock and by CPU time; "
-        "bars: 95 % P99 intervals."]))

@@ -9,9 +9,9 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from .cells import baseline_memory
 from .charts import LOAD_SCALE, LOAD_TITLE, placeholder
 from .layouts import LAYOUT_COLORS, LAYOUT_NAMES, PROCESS, TASK, layouts_data, setup_text
-from .tables import baseline_memory
 
 
 def layouts_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:

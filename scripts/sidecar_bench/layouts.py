@@ -18,10 +18,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from .cells import (NO_RATIO, baseline_memory, between, cell_codes, codes_of, knob_labels, measured_only, ratios_over,
+                    setup_name)
 from .conditions import TASK_TOPOLOGY_LABEL
-from .tables import (DEFINITIONS, NO_RATIO, Table, baseline_memory, between, cell_codes, codes_of, fmt,
-                     knob_labels, load_text, measured, measured_only, missing_note, ratio_text, ratios_over,
-                     setup_name)
+from .table_format import DEFINITIONS, Table, fmt, load_text, measured, missing_note, ratio_text
 
 PROCESS, TASK = "process", "task"
 LAYOUT_NAMES = {PROCESS: "one container (the article's)", TASK: "ECS task (a container per role)"}
@@ -94,7 +94,7 @@ def layouts_data(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def setup_text(app: str, vcpu: float, sidecar_count: int, memory_mb: int | None = None) -> str:
-    """tables.setup_name, with the memory limit where it is not the set's usual one."""
+    """cells.setup_name, with the memory limit where it is not the set's usual one."""
     text = setup_name(app, float(vcpu), int(sidecar_count))
     return text if memory_mb is None else f"{text}, {int(memory_mb)} MB"
 

@@ -1,8 +1,9 @@
-"""The model's tables: the calibration, the decomposition (model.py) and the forward prediction (forward.py).
+"""The model's tables: the calibration, the decomposition (model.py), the forward prediction (forward.py) and
+the cost per request the article's own cells imply.
 
-The decomposition's and the calibration's cells are laid out by tables.py; this module
-names them for what they are and states the interval method. The forward prediction's
-tables are made here.
+The calibration's and the decomposition's cells are laid out first as the CPU-budget model's
+(_calibration_cells, _model_cells ...); the tables below name them for what they are and
+state the interval method.
 """
 
 from __future__ import annotations
@@ -12,23 +13,130 @@ from dataclasses import replace
 import pandas as pd
 
 from . import forward as fwd
-from . import tables
-from .tables import APP_NAMES, Table, fmt, measured
+from .cells import APP_NAMES, cell_codes, codes_of
+from .table_format import Table, fmt, measured
 
 COST_INTERVAL_NOTE = ("Cost per request = the app process's CPU seconds (kernel accounting) / its successful "
                       "responses, each per second of its own window, pooled over the repetitions; [lo–hi]: 95 % t "
                       "interval of the mean of the repetitions' own costs (none with one repetition).")
 
 
+# --- the CPU-budget model (model.py, calibration.py): calibration, predicted against measured, the article --
+
+def _cost_cell(value, lo, hi, flags=None) -> str:
+    return measured(float(value), float(lo), float(hi), codes_of(flags), digits=3)
+
+
+def _calibration_cells(calibration: pd.DataFrame) -> Table:
+    """Cost per request per app and vCPU level, with its 95 % interval over repetitions."""
+    display = pd.DataFrame({
+        "app": [APP_NAMES.get(a, a) for a in calibration["app"]],
+        "quota": calibration["level"],
+        "runs": calibration["repeats"],
+        "RPS": [measured(float(v), float(lo), float(hi), codes_of(f), "rps", 0) for v, lo, hi, f in
+                zip(calibration["rps"], calibration["rps_lo"], calibration["rps_hi"], calibration["flags"])],
+        "app CPU %": [fmt(float(v), 1) for v in calibration["app_cpu_pct"]],
+        "throttled share": [fmt(float(v), 2) for v in calibration["throttled_share"]],
+        "cost per request, ms CPU": [_cost_cell(v, lo, hi) for v, lo, hi in
+                                     zip(calibration["app_cost_ms"], calibration["app_cost_ms_lo"],
+                                         calibration["app_cost_ms_hi"])],
+        "source": calibration["source"],
+    })
+    seen = set().union(*(set(codes_of(f)) for f in calibration["flags"])) if len(calibration) else set()
+    notes = ["Each app alone (no sidecar), at each vCPU level of the preset and with no CPU limit (a quota of "
+             "all the host's CPUs).",
+             "Cost per request = the app process's CPU seconds (kernel accounting) / its successful responses, each "
+             "per second of its own window; pooled over the repetitions, with a 95 % interval from drawing the "
+             "repetitions with replacement (1000 draws).",
+             "source: matrix = the preset's own app-only condition; calibration run = measured for the calibration "
+             "(results/<preset>/calibration/runs/)."]
+    return Table("calibration", "Calibration: CPU cost per request, each app alone", calibration, display, notes,
+                 seen)
+
+
+def _model_cells(model: pd.DataFrame) -> Table:
+    """Predicted against measured RPS for every condition, with the factors and the reason of each miss."""
+    display = pd.DataFrame({
+        "condition": model["condition_id"],
+        "sidecars' CPU %": [fmt(float(v), 1) for v in model["sidecars_cpu_pct"]],
+        "left for the app %": [fmt(float(v), 1) for v in model["available_cpu_pct"]],
+        "app CPU %": [fmt(float(v), 1) for v in model["app_cpu_pct"]],
+        "cost ms (alone)": [fmt(float(v), 3) for v in model["calibrated_cost_ms"]],
+        "cost ms (here)": [fmt(float(v), 3) for v in model["app_cost_ms"]],
+        "predicted RPS": [measured(float(v), float(lo), float(hi), digits=0) for v, lo, hi in
+                          zip(model["predicted_rps"], model["predicted_rps_lo"], model["predicted_rps_hi"])],
+        "measured RPS": [measured(float(v), float(lo), float(hi), codes_of(f), "rps", 0) for v, lo, hi, f in
+                         zip(model["rps"], model["rps_lo"], model["rps_hi"], model["flags"])],
+        "measured / predicted": [fmt(float(v), 2) for v in model["ratio"]],
+        "within 10 %": ["yes" if w else "no" for w in model["within"]],
+        "reason": model["reason"].fillna(""),
+    })
+    seen = set().union(*(cell_codes(codes_of(f), "rps") for f in model["flags"])) if len(model) else set()
+    burn = sorted({str(b) for b in model["sidecar_burn"].dropna()}) if "sidecar_burn" in model else []
+    notes = ["Predicted RPS = CPU left for the app (the quota - what the sidecars and the task's other processes "
+             "really used, % of one core) / the app's calibrated cost per request at that quota (calibration table); "
+             "its interval is the prediction at the calibrated cost's interval ends.",
+             "measured / predicted = (app CPU / CPU left for it) x (cost alone / cost here): the reason of a cell "
+             "outside 10 % names the factor further from 1, then the flags that bear on it.",
+             f"Sidecars count their busy time by {'CPU time' if burn == ['cpu'] else 'the wall clock'} "
+             f"(load.sidecar_burn: {', '.join(burn) or '?'}); the model uses what they really used either way."]
+    return Table("model", "The CPU-budget model: predicted against measured RPS", model, display, notes, seen)
+
+
+def _model_share_cells(share: pd.DataFrame) -> Table:
+    display = pd.DataFrame({
+        "app": [APP_NAMES.get(a, a) for a in share["app"]],
+        "cells": share["cells"],
+        "within 10 %": [f"{w} ({fmt(100 * float(s), 0)} %)" for w, s in zip(share["within"], share["share_within"])],
+        "median measured / predicted": [fmt(float(v), 2) for v in share["median_ratio"]],
+    })
+    return Table("model_share", "How many cells the CPU-budget model explains within 10 %", share, display,
+                 ["Cells: conditions with a prediction (a calibration of the app at their quota)."])
+
+
+def _model_misses_cells(misses: pd.DataFrame) -> Table:
+    display = pd.DataFrame({
+        "condition": misses["condition_id"],
+        "measured / predicted": [fmt(float(v), 2) for v in misses["ratio"]],
+        "app CPU / left for it": [fmt(float(v), 2) for v in misses["cpu_use"]],
+        "cost alone / cost here": [fmt(float(v), 2) for v in misses["cost_factor"]],
+        "reason": misses["reason"],
+    })
+    return Table("model_misses", "Cells outside 10 %, furthest first, with the most likely reason", misses, display,
+                 ["Most likely reason: the factor further from 1 first, then the flags that bear on the cell."])
+
+
+def article_costs_table(costs: pd.DataFrame) -> Table:
+    """The cost per request each of the article's app-only cells implies, beside its stated cost and ours."""
+    display = pd.DataFrame({
+        "app": [APP_NAMES.get(a, a) for a in costs["app"]],
+        "vCPU": [f"{v:g}" for v in costs["vcpu"]],
+        "article RPS": [fmt(float(v), 0) for v in costs["article_rps"]],
+        "implied cost, ms (vCPU / RPS)": [fmt(float(v), 3) for v in costs["article_implied_cost_ms"]],
+        "stated cost, ms": [fmt(float(v), 1) for v in costs["article_stated_cost_ms"]],
+        "ours, ms (calibration)": [_cost_cell(v, lo, hi) for v, lo, hi in
+                                   zip(costs["ours_cost_ms"], costs["ours_cost_ms_lo"], costs["ours_cost_ms_hi"])],
+        "verdict": costs["verdict"],
+    })
+    notes = ["Implied cost: the most CPU a request can have cost a server limited to that vCPU at that RPS "
+             "(vCPU / RPS); a stated cost above it cannot be true of a CPU-limited server.",
+             "Stated costs: the article's text (Go API 0.6 ms, Next.js SSR 2.0 ms of CPU per request).",
+             "Ours: this preset's calibration at the same quota, where it has one (— where it has none)."]
+    return Table("article_costs", "The article against the same physics: the cost its app-only cells imply",
+                 costs, display, notes)
+
+
+# --- the tables, named for what they are --------------------------------------------------------------
+
 def calibration_table(calibration: pd.DataFrame) -> Table:
-    table = tables.calibration_table(calibration)
+    table = _calibration_cells(calibration)
     notes = [COST_INTERVAL_NOTE if note.startswith("Cost per request") else note for note in table.notes]
     return replace(table, notes=notes)
 
 
 def decomposition_table(model: pd.DataFrame) -> Table:
     """Every condition's RPS decomposed into the CPU left to the app (its own measured sidecar CPU) and the cost."""
-    table = tables.model_table(model)
+    table = _model_cells(model)
     display = table.display.rename(columns={"predicted RPS": "decomposed RPS",
                                             "measured / predicted": "measured / decomposed"})
     notes = ["A decomposition, not a prediction: it reads the cell's own measured sidecar and other CPU. Decomposed "
@@ -43,7 +151,7 @@ def decomposition_table(model: pd.DataFrame) -> Table:
 
 
 def decomposition_share_table(share: pd.DataFrame) -> Table:
-    table = tables.model_share_table(share)
+    table = _model_share_cells(share)
     display = table.display.rename(columns={"median measured / predicted": "median measured / decomposed"})
     return replace(table, name="decomposition_share", display=display,
                    title="How many cells the decomposition accounts for within 10 % (its own CPU read: not a "
@@ -54,7 +162,7 @@ def decomposition_share_table(share: pd.DataFrame) -> Table:
 
 
 def decomposition_misses_table(misses: pd.DataFrame) -> Table:
-    table = tables.model_misses_table(misses)
+    table = _model_misses_cells(misses)
     display = table.display.rename(columns={"measured / predicted": "measured / decomposed"})
     return replace(table, name="decomposition_misses", display=display,
                    title="Cells the decomposition does not account for within 10 %, furthest first")

@@ -127,7 +127,7 @@ def chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
 
 
 def write(summary: pd.DataFrame, out_dir: str | Path, formats=("html", "png")) -> list[Path]:
-    from .charts import save_chart
+    from .chart_files import save_chart
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

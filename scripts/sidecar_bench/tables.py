@@ -1,34 +1,31 @@
 """The article's tables, from our summary, with the article's numbers beside ours.
 
-Each table is written twice: <name>.csv (numbers, one column per value, for
-machines: `rps`, `rps_lo`, `rps_hi`, `flags` ...) and <name>.md (the same cells
-formatted, with a title and the rules that made them). A measured cell shows
-its value, its 95 % interval and its flags' marks, e.g. `1195 [1185–1202] H`;
-a legend below the table explains the marks that appear in it (from
-flags.FLAGS). A cell with no run in the current matrix is "—" in Markdown and
-empty in CSV; a table never fails because part of the matrix is missing, nor
-because a summary predates intervals or flags (its cells show the value alone).
+Each is a table_format.Table, written as <name>.md and <name>.csv (table_format.py says how a cell reads).
+A table never fails because part of the matrix is missing, nor because a summary predates intervals or
+flags (its cells show the value alone). They hold the conditions at the article's settings; the knobs
+against throttling have their own table (mitigations.py), written with them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from . import reference as refmod
 from .breaking import BREAK, TOO_FEW, assess_rows
-from .flags import FLAGS
+from .cells import (APP_NAMES, NO_RATIO, article_settings, baseline_memory, between, cell_codes, codes_of,
+                    measured_only, runs_of)
+from .mitigations import mitigations
 from .repstats import Estimate
-from .stats import condition_ratio, environments, ratio_to_published
+from .stats import ratio_to_published
+from .table_format import (DEFINITIONS, MISSING, Table, environment_note, fmt, load_text, marks, measured,
+                           missing_note, ratio_record, ratio_text, write_table_files)
 
-MISSING = "—"
-FAILED_CELL = "failed"
-DEFAULT_MEMORY_MB = 2048
 SIDECAR_SETS = {0: "app only", 1: "+proxy", 2: "+agent", 3: "+agent+log"}
 # Ranges of total sidecar load, as the article's full RPS tables group them (inclusive).
 LOAD_BUCKETS = (("0", 0.0, 0.0), ("5-15", 5.0, 15.0), ("25-45", 25.0, 45.0), ("50-75", 50.0, 75.0),
@@ -38,95 +35,14 @@ GRID_SIDECAR_LOADS = refmod.GRID_SIDECAR_LOADS
 P99_GRID_LOADS = (0.0, 15.0, 45.0, 75.0, 105.0)
 MEMORY_SIDECAR_LOAD = 15.0
 
-DEFINITIONS = (
-    "Values are whole-window, the article's definition: a run's RPS = successful (2xx) responses / load window "
-    "(hey's span) and its percentiles are nearest-rank over its successful responses (ms); a cell is the mean of "
-    "its runs. [lo–hi]: 95 % t interval over the runs' values (summary.csv interval_method \"t over runs\"; "
-    "its coverage is checked by simulation); a cell of one run shows its within-run interval only (\"within-run "
-    "only\"). Ratios (ours/article, retention, memory gain, Go/Next) carry both sides' run-to-run uncertainty: "
-    "Welch's t interval of the runs' log values (against the article's numbers, taken as exact: a t interval)."
-)
 STEADY_NOTE = ("Steady P99 / steady RPS: over the second half of the load window only, after any start-up "
                "transient; the article's numbers are whole-window.")
-# Flags that do not bear on a metric's cell: P99.9's sample count says nothing about RPS, P50 or P99.
-NOT_FOR = {
-    "rps": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
-    "steady_rps": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
-    "p50_ms": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
-    "p99_ms": {"few_samples_p99_9"},
-    "steady_p99_ms": {"few_samples_p99_9"},
-}
 
 
-@dataclass
-class Table:
-    name: str
-    title: str
-    data: pd.DataFrame  # numbers, written as CSV
-    display: pd.DataFrame  # formatted cells, written as Markdown
-    notes: list[str] = field(default_factory=list)
-    flags: set[str] = field(default_factory=set)  # flag codes marked in its cells, for the legend
-
-
-# --- small helpers ---------------------------------------------------------------------------------
-
-def fmt(value, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return MISSING
-    return f"{value:,.{digits}f}".replace(",", "") if digits else f"{value:.0f}"
-
-
-def paired(ours: float, article: float, digits: int = 1) -> str:
-    """"ours (article)", or just ours when the article has no number for the cell."""
-    text = fmt(ours, digits)
-    if not math.isnan(article):
-        text += f" ({fmt(article, digits)})"
-    return text
-
-
-def codes_of(value) -> list[str]:
-    """Flag codes from a summary's `flags` cell ("a,b"; "" or missing: none), in FLAGS order."""
-    if not isinstance(value, str) or not value:
-        return []
-    given = {c.strip() for c in value.split(",") if c.strip()}
-    return [c for c in FLAGS if c in given] + sorted(given - set(FLAGS))
-
-
-def marks(codes, metric: str | None = None) -> str:
-    """The cell marks of the codes that bear on the metric, e.g. "H S"."""
-    shown = [c for c in codes if c not in NOT_FOR.get(metric, set())]
-    return " ".join(FLAGS[c].mark if c in FLAGS else c for c in shown)
-
-
-def measured(value: float, lo: float, hi: float, codes=(), metric: str | None = None, digits: int = 1) -> str:
-    """"1195 [1185–1202] H": value, 95 % interval (when known) and flag marks; "failed" when no repetition
-    of the cell was measured because they failed (flag run_failed, no value)."""
-    text = fmt(value, digits)
-    if text == MISSING:
-        return FAILED_CELL if "run_failed" in codes else text
-    if not (math.isnan(lo) or math.isnan(hi)):
-        text += f" [{fmt(lo, digits)}–{fmt(hi, digits)}]"
-    mark = marks(codes, metric)
-    return f"{text} {mark}" if mark else text
-
-
-def cell_codes(codes, metric: str | None = None) -> set[str]:
-    return {c for c in codes if c not in NOT_FOR.get(metric, set())}
-
-
-def legend(codes: set[str]) -> list[str]:
-    """One line per flag marked in a table: mark - label - rule; nothing when no cell is flagged."""
-    if not codes:
-        return []
-    lines = [f"{FLAGS[c].mark} - {FLAGS[c].label} - {FLAGS[c].rule}." for c in FLAGS if c in codes]
-    return ["Flags: " + " ".join(f"`{FLAGS[c].mark}`" for c in FLAGS if c in codes) + " (legend below)."] + lines
-
+# --- cells of the article's tables ----------------------------------------------------------------
 
 def ratio(ours: float, article: float) -> float:
     return ours / article if article and not (math.isnan(ours) or math.isnan(article)) else math.nan
-
-
-NO_RATIO = Estimate(math.nan, math.nan, math.nan, 0, "none")
 
 
 def to_article(rows: pd.DataFrame, article: float, metric: str) -> Estimate:
@@ -137,31 +53,6 @@ def to_article(rows: pd.DataFrame, article: float, metric: str) -> Estimate:
     if len(rows) == 1:
         return ratio_to_published(rows.iloc[0], article, metric)
     return Estimate(ratio(float(rows[metric].mean()), article), math.nan, math.nan, len(rows), "several")
-
-
-def between(rows: pd.DataFrame, base: pd.DataFrame, metric: str = "rps") -> Estimate:
-    """One condition's metric over another's (retention, memory gain, Go/Next): stats.condition_ratio."""
-    if len(rows) != 1 or len(base) != 1:
-        return NO_RATIO
-    return condition_ratio(rows.iloc[0], base.iloc[0], metric)
-
-
-def ratios_over(rows: pd.DataFrame, base: pd.Series, metric: str = "rps") -> tuple[np.ndarray, ...]:
-    """Each row's metric over one base condition's (retention, memory gain): values, lo, hi arrays."""
-    found = [condition_ratio(row, base, metric) for _, row in rows.iterrows()]
-    return tuple(np.array([getattr(f, k) for f in found], dtype="float64") for k in ("value", "lo", "hi"))
-
-
-def ratio_record(prefix: str, found: Estimate) -> dict[str, float]:
-    return {prefix: found.value, f"{prefix}_lo": found.lo, f"{prefix}_hi": found.hi}
-
-
-def ratio_text(value: float, lo: float, hi: float, digits: int = 2) -> str:
-    """"0.95 [0.80–1.10]", or the value alone when it has no interval."""
-    text = fmt(value, digits)
-    if text != MISSING and not (math.isnan(lo) or math.isnan(hi)):
-        text += f" [{fmt(lo, digits)}–{fmt(hi, digits)}]"
-    return text
 
 
 def at(rows: pd.DataFrame, load: float) -> pd.DataFrame:
@@ -207,47 +98,12 @@ def delivered(rows: pd.DataFrame) -> float:
     return float(rows["sidecars_cpu_pct"].mean())
 
 
-def load_text(load: float, used: float) -> str:
-    """"15% (11.2 used)": the nominal total load and the CPU the sidecars delivered."""
-    return f"{load:g}%" + (f" ({used:.1f} used)" if not math.isnan(used) and load > 0 else "")
-
-
 DELIVERED_NOTE = ("Load: the sidecars' nominal total load, and in parentheses the CPU they delivered (% of one core, "
                   "mean over the runs; summary.csv sidecars_cpu_pct). Wall-clock sidecars, the article's method, burn "
                   "less than nominal when the task is throttled; the delivered CPU is what the app lost.")
 BIMODAL_NOTE = ("B (bimodal): the runs' P99 fall on both sides of a boundary between whole CFS periods, so a P99 "
                 "ratio would compare one mode with the other; such a cell is compared with the article by the tail "
                 "shares its P99 implies (at least 1 % slower than k periods, at most 1 % slower than k + 1).")
-
-
-def baseline_memory(summary: pd.DataFrame) -> int:
-    """2048 MB (the article's default) if the matrix has it, else the most common memory limit."""
-    if summary.empty:
-        return DEFAULT_MEMORY_MB
-    if (summary["memory_mb"] == DEFAULT_MEMORY_MB).any():
-        return DEFAULT_MEMORY_MB
-    return int(summary["memory_mb"].mode().iloc[0])
-
-
-def measured_only(summary: pd.DataFrame) -> pd.DataFrame:
-    """The conditions with at least one measured repetition (a summary from before failed_runs: all of them)."""
-    if "failed_runs" not in summary.columns or "repeats" not in summary.columns:
-        return summary
-    return summary[pd.to_numeric(summary["repeats"], errors="coerce").fillna(1) > 0]
-
-
-def runs_of(summary: pd.DataFrame, app: str | None = None, vcpu: float | None = None,
-            sidecar_count: int | None = None, memory_mb: int | None = None) -> pd.DataFrame:
-    rows = summary
-    if app is not None:
-        rows = rows[rows["app"] == app]
-    if vcpu is not None:
-        rows = rows[np.isclose(rows["vcpu"], vcpu)]
-    if sidecar_count is not None:
-        rows = rows[rows["sidecar_count"] == sidecar_count]
-    if memory_mb is not None:
-        rows = rows[rows["memory_mb"] == memory_mb]
-    return rows
 
 
 def at_load(rows: pd.DataFrame, load: float, metric: str) -> tuple[float, int]:
@@ -294,36 +150,6 @@ def flags_text(codes) -> str:
 def apps_of(summary: pd.DataFrame, ref: pd.DataFrame) -> list[str]:
     apps = set(summary["app"].dropna()) | set(ref["app"].dropna())
     return [a for a in ("go", "next") if a in apps] + sorted(apps - {"go", "next"})
-
-
-APP_NAMES = {"go": "Go API", "next": "Next SSR"}
-
-
-def setup_name(app: str, vcpu: float, sidecar_count: int) -> str:
-    noun = "sidecar" if sidecar_count == 1 else "sidecars"
-    return f"{APP_NAMES.get(app, app).split()[0]} {vcpu:g} vCPU + {sidecar_count} {noun}"
-
-
-def environment_note(summary: pd.DataFrame) -> list[str]:
-    envs = environments(summary)
-    if len(envs) > 1:
-        hosts = ", ".join(sorted(set(envs.get("env_hostname", pd.Series(["?"])).astype(str))))
-        return [f"Warning: these runs come from {len(envs)} different environments (hosts: {hosts}); "
-                "compare cells across environments with care (see summary.csv env_* columns)."]
-    return []
-
-
-def missing_note(display: pd.DataFrame) -> list[str]:
-    count = int(display.apply(lambda col: col.astype(str).str.startswith(MISSING)).to_numpy().sum())
-    failed = int(display.apply(lambda col: col.astype(str).str.startswith(FAILED_CELL)).to_numpy().sum())
-    notes = []
-    if count:
-        notes.append(f"{count} cell(s) show {MISSING}: no run of the current matrix for them (the article's number, "
-                     "where it has one, is in parentheses).")
-    if failed:
-        notes.append(f"{failed} cell(s) show {FAILED_CELL}: every repetition of the condition failed (a process of the "
-                     "task died; summary.csv `failure` says which and why).")
-    return notes
 
 
 # --- the tables ------------------------------------------------------------------------------------
@@ -737,131 +563,6 @@ def memory_table(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 
                  notes + missing_note(display[["Go RPS", "Next RPS"]]), seen)
 
 
-# --- output ----------------------------------------------------------------------------------------
-
-def to_markdown(frame: pd.DataFrame) -> str:
-    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(str(v).replace("|", "/") for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([header, rule, *body]) if len(frame.columns) else "(no columns)"
-
-
-def render(table: Table, extra_notes: Sequence[str] = ()) -> str:
-    lines = [f"# {table.title}", ""]
-    lines.append(to_markdown(table.display) if len(table.display) else "_No run of the current matrix and no "
-                                                                      "article number for this table._")
-    lines.append("")
-    lines += [f"- {note}" for note in [*table.notes, *extra_notes]]
-    flagged = legend(table.flags)
-    if flagged:
-        lines += ["", flagged[0], ""] + [f"- {line}" for line in flagged[1:]]
-    return "\n".join(lines) + "\n"
-
-
-def article_settings(summary: pd.DataFrame) -> pd.DataFrame:
-    """The conditions at the article's settings (no knob against throttling): what the article's tables hold."""
-    if "knobs" not in summary.columns:
-        return summary
-    return summary[knob_labels(summary["knobs"]) == ""]
-
-
-def knob_labels(knobs: pd.Series) -> pd.Series:
-    """A condition's knobs as text, "" for none (a column read back from CSV with no knob is all NaN floats)."""
-    return knobs.astype(object).where(knobs.notna(), "").astype(str)
-
-
-ARTICLE_SETTINGS = "article's settings"
-
-
-def mitigations(summary: pd.DataFrame, ref: pd.DataFrame | None = None) -> Table:
-    """Each knob against throttling beside the article's settings of the same setup and load: RPS and its
-    ratio to the article's settings, P99, the share of responses slower than one period (the condition's own),
-    the delivered sidecar CPU and the throttling and burst counts. Within each setup and load the knobs are
-    ranked by their RPS ratio (the ratio's value; rows whose interval holds 1 are marked "~")."""
-    rows = measured_only(summary)
-    if "knobs" not in rows.columns:
-        rows = rows.assign(knobs="")
-    rows = rows.assign(knobs=knob_labels(rows["knobs"]))
-    setups = ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct"]
-    records = []
-    if (rows["knobs"] != "").any():
-        for key, group in rows.groupby(setups, sort=True):
-            base = group[group["knobs"] == ""]
-            knobbed = group[group["knobs"] != ""]
-            if knobbed.empty:
-                continue
-            found = []
-            for _, row in pd.concat([base, knobbed]).iterrows():
-                ratio_found = between(row.to_frame().T, base, "rps") if len(base) == 1 else NO_RATIO
-                p99_found = between(row.to_frame().T, base, "p99_ms") if len(base) == 1 else NO_RATIO
-                found.append({
-                    **dict(zip(setups, key)), "knobs": row["knobs"] or ARTICLE_SETTINGS,
-                    "rps": row.get("rps"), "rps_lo": row.get("rps_lo", math.nan), "rps_hi": row.get("rps_hi", math.nan),
-                    **ratio_record("rps_vs_article_settings", ratio_found),
-                    "p99_ms": row.get("p99_ms"), "p99_ms_lo": row.get("p99_ms_lo", math.nan),
-                    "p99_ms_hi": row.get("p99_ms_hi", math.nan),
-                    **ratio_record("p99_vs_article_settings", p99_found),
-                    "period_ms": row.get("period_ms"), "slow_1p_share": row.get("slow_1p_share"),
-                    "sidecars_cpu_pct": row.get("sidecars_cpu_pct"), "app_cpu_pct": row.get("app_cpu_pct"),
-                    "nr_throttled": row.get("nr_throttled"),
-                    "throttled_share": row.get("throttled_share"), "throttled_s": row.get("throttled_s"),
-                    "nr_bursts": row.get("nr_bursts", math.nan), "burst_s": row.get("burst_s", math.nan),
-                    "repeats": row.get("repeats", math.nan), "flags": row.get("flags", ""),
-                })
-            order = sorted((r for r in found if r["knobs"] != ARTICLE_SETTINGS),
-                           key=lambda r: -(r["rps_vs_article_settings"] if math.isfinite(
-                               float(r["rps_vs_article_settings"])) else -math.inf))
-            for rank, r in enumerate(order, 1):
-                r["rank_by_rps"] = rank
-            records += found
-    columns = setups + ["knobs", "rank_by_rps", "rps", "rps_lo", "rps_hi", "rps_vs_article_settings",
-                        "rps_vs_article_settings_lo", "rps_vs_article_settings_hi", "p99_ms", "p99_ms_lo",
-                        "p99_ms_hi", "p99_vs_article_settings", "p99_vs_article_settings_lo",
-                        "p99_vs_article_settings_hi", "period_ms", "slow_1p_share", "app_cpu_pct", "sidecars_cpu_pct",
-                        "nr_throttled", "throttled_share", "throttled_s", "nr_bursts", "burst_s", "repeats", "flags"]
-    data = pd.DataFrame(records, columns=columns)
-    seen: set[str] = set()
-    for flags in data["flags"]:
-        seen |= cell_codes(codes_of(flags), "rps") | cell_codes(codes_of(flags), "p99_ms")
-
-    def ratio_cell(r, prefix):
-        text = ratio_text(float(r[prefix]), float(r[f"{prefix}_lo"]), float(r[f"{prefix}_hi"]))
-        lo, hi = float(r[f"{prefix}_lo"]), float(r[f"{prefix}_hi"])
-        return f"{text} ~" if math.isfinite(lo) and math.isfinite(hi) and lo <= 1 <= hi else text
-
-    display = pd.DataFrame({
-        "Setup": [f"{APP_NAMES.get(r['app'], r['app'])} {r['vcpu']:g} vCPU + {int(r['sidecar_count'])} sidecars"
-                  for _, r in data.iterrows()],
-        "Total load": [load_text(r["total_sidecar_load_pct"], r["sidecars_cpu_pct"]) for _, r in data.iterrows()],
-        "Knobs": data["knobs"],
-        "Rank": data["rank_by_rps"].map(lambda v: fmt(v, 0)),
-        "RPS": [measured(r["rps"], r["rps_lo"], r["rps_hi"], codes_of(r["flags"]), "rps", 0)
-                for _, r in data.iterrows()],
-        "RPS / article's settings": [ratio_cell(r, "rps_vs_article_settings") for _, r in data.iterrows()],
-        "P99 ms": [measured(r["p99_ms"], r["p99_ms_lo"], r["p99_ms_hi"], codes_of(r["flags"]), "p99_ms", 1)
-                   for _, r in data.iterrows()],
-        "P99 / article's settings": [ratio_cell(r, "p99_vs_article_settings") for _, r in data.iterrows()],
-        "> 1 period %": [fmt(100 * float(v), 2) for v in data["slow_1p_share"]],
-        "App CPU %": [fmt(float(v), 1) for v in data["app_cpu_pct"]],
-        "Throttled periods %": [fmt(100 * float(v), 1) for v in data["throttled_share"]],
-        "Throttled s": data["throttled_s"].map(lambda v: fmt(float(v), 2)),
-        "Bursts": data["nr_bursts"].map(lambda v: fmt(float(v), 0)),
-        "Burst s": data["burst_s"].map(lambda v: fmt(float(v), 3)),
-    })
-    notes = [DEFINITIONS,
-             "Each knob is compared with the article's settings (period 100 ms, no burst, a quota of vcpu, any CPU, "
-             "the runtimes' defaults, one container) at the same app, vCPU, memory, sidecars and load; a ratio "
-             "marked ~ has 1 inside its interval (no difference shown). Rank: by the RPS ratio within the setup "
-             "and load. App CPU and total load (delivered): each role's CPU, from its process tree (process "
-             "topology) or its own container's cgroup (task topology).",
-             "> 1 period: the share of responses slower than the condition's own CFS period (100 ms at the "
-             "article's settings). Bursts and burst s: the task cgroup's nr_bursts and burst time over the window "
-             "(kernels with CFS burst); throttled periods: nr_throttled / nr_periods."]
-    return Table("mitigations", "Knobs against CFS throttling and the task topology: each beside the article's "
-                 "settings", data, display,
-                 notes + missing_note(display[["RPS"]]), seen)
-
-
 TABLE_BUILDERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], Table]] = {
     "load_sweep_go": lambda s, r: load_sweep(s, r, "go"),
     "load_sweep_next": lambda s, r: load_sweep(s, r, "next"),
@@ -884,184 +585,4 @@ def build_tables(summary: pd.DataFrame, ref: pd.DataFrame) -> list[Table]:
 
 def write_tables(summary: pd.DataFrame, ref: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """Write <name>.md and <name>.csv for every table; returns the paths written."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    extra = environment_note(summary)
-    written = []
-    for table in build_tables(summary, ref):
-        written += write_table(table, out_dir, extra)
-    return written
-
-
-def write_table(table: Table, out_dir: Path, extra_notes: Sequence[str] = ()) -> list[Path]:
-    """<name>.md (its display, notes and flag legend) and <name>.csv (its numbers) in out_dir."""
-    csv_path, md_path = out_dir / f"{table.name}.csv", out_dir / f"{table.name}.md"
-    table.data.to_csv(csv_path, index=False, float_format="%.6g")
-    md_path.write_text(render(table, extra_notes), encoding="utf-8")
-    return [md_path, csv_path]
-
-
-# --- the CPU-budget model (model.py, calibration.py): calibration, predicted against measured, the article --
-
-def _cost_cell(value, lo, hi, flags=None) -> str:
-    return measured(float(value), float(lo), float(hi), codes_of(flags), digits=3)
-
-
-def calibration_table(calibration: pd.DataFrame) -> Table:
-    """Cost per request per app and vCPU level, with its 95 % interval over repetitions."""
-    display = pd.DataFrame({
-        "app": [APP_NAMES.get(a, a) for a in calibration["app"]],
-        "quota": calibration["level"],
-        "runs": calibration["repeats"],
-        "RPS": [measured(float(v), float(lo), float(hi), codes_of(f), "rps", 0) for v, lo, hi, f in
-                zip(calibration["rps"], calibration["rps_lo"], calibration["rps_hi"], calibration["flags"])],
-        "app CPU %": [fmt(float(v), 1) for v in calibration["app_cpu_pct"]],
-        "throttled share": [fmt(float(v), 2) for v in calibration["throttled_share"]],
-        "cost per request, ms CPU": [_cost_cell(v, lo, hi) for v, lo, hi in
-                                     zip(calibration["app_cost_ms"], calibration["app_cost_ms_lo"],
-                                         calibration["app_cost_ms_hi"])],
-        "source": calibration["source"],
-    })
-    seen = set().union(*(set(codes_of(f)) for f in calibration["flags"])) if len(calibration) else set()
-    notes = ["Each app alone (no sidecar), at each vCPU level of the preset and with no CPU limit (a quota of "
-             "all the host's CPUs).",
-             "Cost per request = the app process's CPU seconds (kernel accounting) / its successful responses, each "
-             "per second of its own window; pooled over the repetitions, with a 95 % interval from drawing the "
-             "repetitions with replacement (1000 draws).",
-             "source: matrix = the preset's own app-only condition; calibration run = measured for the calibration "
-             "(results/<preset>/calibration/runs/)."]
-    return Table("calibration", "Calibration: CPU cost per request, each app alone", calibration, display, notes,
-                 seen)
-
-
-def model_table(model: pd.DataFrame) -> Table:
-    """Predicted against measured RPS for every condition, with the factors and the reason of each miss."""
-    display = pd.DataFrame({
-        "condition": model["condition_id"],
-        "sidecars' CPU %": [fmt(float(v), 1) for v in model["sidecars_cpu_pct"]],
-        "left for the app %": [fmt(float(v), 1) for v in model["available_cpu_pct"]],
-        "app CPU %": [fmt(float(v), 1) for v in model["app_cpu_pct"]],
-        "cost ms (alone)": [fmt(float(v), 3) for v in model["calibrated_cost_ms"]],
-        "cost ms (here)": [fmt(float(v), 3) for v in model["app_cost_ms"]],
-        "predicted RPS": [measured(float(v), float(lo), float(hi), digits=0) for v, lo, hi in
-                          zip(model["predicted_rps"], model["predicted_rps_lo"], model["predicted_rps_hi"])],
-        "measured RPS": [measured(float(v), float(lo), float(hi), codes_of(f), "rps", 0) for v, lo, hi, f in
-                         zip(model["rps"], model["rps_lo"], model["rps_hi"], model["flags"])],
-        "measured / predicted": [fmt(float(v), 2) for v in model["ratio"]],
-        "within 10 %": ["yes" if w else "no" for w in model["within"]],
-        "reason": model["reason"].fillna(""),
-    })
-    seen = set().union(*(cell_codes(codes_of(f), "rps") for f in model["flags"])) if len(model) else set()
-    burn = sorted({str(b) for b in model["sidecar_burn"].dropna()}) if "sidecar_burn" in model else []
-    notes = ["Predicted RPS = CPU left for the app (the quota - what the sidecars and the task's other processes "
-             "really used, % of one core) / the app's calibrated cost per request at that quota (calibration table); "
-             "its interval is the prediction at the calibrated cost's interval ends.",
-             "measured / predicted = (app CPU / CPU left for it) x (cost alone / cost here): the reason of a cell "
-             "outside 10 % names the factor further from 1, then the flags that bear on it.",
-             f"Sidecars count their busy time by {'CPU time' if burn == ['cpu'] else 'the wall clock'} "
-             f"(load.sidecar_burn: {', '.join(burn) or '?'}); the model uses what they really used either way."]
-    return Table("model", "The CPU-budget model: predicted against measured RPS", model, display, notes, seen)
-
-
-def model_share_table(share: pd.DataFrame) -> Table:
-    display = pd.DataFrame({
-        "app": [APP_NAMES.get(a, a) for a in share["app"]],
-        "cells": share["cells"],
-        "within 10 %": [f"{w} ({fmt(100 * float(s), 0)} %)" for w, s in zip(share["within"], share["share_within"])],
-        "median measured / predicted": [fmt(float(v), 2) for v in share["median_ratio"]],
-    })
-    return Table("model_share", "How many cells the CPU-budget model explains within 10 %", share, display,
-                 ["Cells: conditions with a prediction (a calibration of the app at their quota)."])
-
-
-def model_misses_table(misses: pd.DataFrame) -> Table:
-    display = pd.DataFrame({
-        "condition": misses["condition_id"],
-        "measured / predicted": [fmt(float(v), 2) for v in misses["ratio"]],
-        "app CPU / left for it": [fmt(float(v), 2) for v in misses["cpu_use"]],
-        "cost alone / cost here": [fmt(float(v), 2) for v in misses["cost_factor"]],
-        "reason": misses["reason"],
-    })
-    return Table("model_misses", "Cells outside 10 %, furthest first, with the most likely reason", misses, display,
-                 ["Most likely reason: the factor further from 1 first, then the flags that bear on the cell."])
-
-
-def article_costs_table(costs: pd.DataFrame) -> Table:
-    """The cost per request each of the article's app-only cells implies, beside its stated cost and ours."""
-    display = pd.DataFrame({
-        "app": [APP_NAMES.get(a, a) for a in costs["app"]],
-        "vCPU": [f"{v:g}" for v in costs["vcpu"]],
-        "article RPS": [fmt(float(v), 0) for v in costs["article_rps"]],
-        "implied cost, ms (vCPU / RPS)": [fmt(float(v), 3) for v in costs["article_implied_cost_ms"]],
-        "stated cost, ms": [fmt(float(v), 1) for v in costs["article_stated_cost_ms"]],
-        "ours, ms (calibration)": [_cost_cell(v, lo, hi) for v, lo, hi in
-                                   zip(costs["ours_cost_ms"], costs["ours_cost_ms_lo"], costs["ours_cost_ms_hi"])],
-        "verdict": costs["verdict"],
-    })
-    notes = ["Implied cost: the most CPU a request can have cost a server limited to that vCPU at that RPS "
-             "(vCPU / RPS); a stated cost above it cannot be true of a CPU-limited server.",
-             "Stated costs: the article's text (Go API 0.6 ms, Next.js SSR 2.0 ms of CPU per request).",
-             "Ours: this preset's calibration at the same quota, where it has one (— where it has none)."]
-    return Table("article_costs", "The article against the same physics: the cost its app-only cells imply",
-                 costs, display, notes)
-
-
-def write_model_tables(tables: Sequence[Table], out_dir: str | Path, extra_notes: Sequence[str] = ()) -> list[Path]:
-    """Write <name>.md and <name>.csv for each table (the model's, calibration's)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for table in tables:
-        csv_path, md_path = out_dir / f"{table.name}.csv", out_dir / f"{table.name}.md"
-        table.data.to_csv(csv_path, index=False, float_format="%.6g")
-        md_path.write_text(render(table, extra_notes), encoding="utf-8")
-        written += [md_path, csv_path]
-    return written
-
-
-def burn_comparison_table(long: pd.DataFrame) -> Table:
-    """Sidecars counting busy time by the wall clock (the article) against by CPU time, condition by condition."""
-    burns = sorted(long["burn"].dropna().unique()) if len(long) else []
-    records, display_rows, seen = [], [], set()
-    for cid, group in long.groupby("condition_id", sort=False):
-        by = {b: g.iloc[0] for b, g in group.groupby("burn")}
-        record = {"condition_id": cid}
-        row = {"condition": cid}
-        for burn in burns:
-            r = by.get(burn)
-            for column in ("sidecars_cpu_pct", "rps", "rps_lo", "rps_hi", "retained", "p99_ms", "p99_ms_lo",
-                           "p99_ms_hi", "flags"):
-                record[f"{column}_{burn}"] = r[column] if r is not None else math.nan
-            codes = codes_of(r["flags"]) if r is not None else []
-            seen |= cell_codes(codes, "p99_ms")
-            row[f"sidecars' CPU % ({burn})"] = fmt(float(r["sidecars_cpu_pct"]), 1) if r is not None else MISSING
-            row[f"RPS retained ({burn})"] = (f"{100 * float(r['retained']):.0f} %"
-                                             if r is not None and not math.isnan(float(r["retained"])) else MISSING)
-            row[f"P99 ms ({burn})"] = (measured(float(r["p99_ms"]), float(r["p99_ms_lo"]), float(r["p99_ms_hi"]),
-                                                codes, "p99_ms", 0) if r is not None else MISSING)
-        records.append(record)
-        display_rows.append(row)
-    notes = ["wall: the sidecars count their busy time by the wall clock, as the article's did, and burn less than "
-             "their load when throttled; cpu: they count CPU time and burn it (load.sidecar_burn).",
-             "RPS retained: over the same sweep's 0 % load RPS under the same setting. Conditions measured under "
-             "both settings only."]
-    return Table("burn_comparison", "Sidecars that burn what they claim: wall-clock against CPU-time sidecars",
-                 pd.DataFrame(records), pd.DataFrame(display_rows), notes, seen)
-
-
-def burn_breaking_points_table(summaries: dict, ref: pd.DataFrame) -> Table:
-    """The breaking points of each sweep under each sidecar_burn, side by side ({burn: condition summary})."""
-    frames = []
-    for burn, summary in summaries.items():
-        data = breaking_points(summary, ref).data.copy()
-        data.insert(0, "burn", burn)
-        frames.append(data)
-    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    keep = [c for c in ("burn", "app", "vcpu", "sidecar_count", "verdict", "before_load_pct", "after_load_pct")
-            if c in data.columns]
-    display = data[keep].copy() if len(data) else pd.DataFrame(columns=keep)
-    if len(display):
-        display["app"] = [APP_NAMES.get(a, a) for a in display["app"]]
-        display = display.sort_values(["app", "vcpu", "sidecar_count", "burn"], kind="stable")
-    return Table("burn_breaking_points", "Breaking points with wall-clock and with CPU-time sidecars", data, display,
-                 ["Each sweep's breaking point by the rule of breaking_points.md, once per sidecar_burn setting."])
+    return write_table_files(build_tables(summary, ref), out_dir, environment_note(summary))

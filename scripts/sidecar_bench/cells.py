@@ -1,0 +1,115 @@
+"""The summary's cells as the tables and the charts both read them: which conditions, their flags, their
+ratios and their names.
+
+The table modules (tables.py, mitigations.py, model_tables.py ...) and the chart modules (charts.py,
+model_charts.py ...) both import this module, which imports neither, nor altair, so that no table module imports
+a chart module. The workflow makes each analysis rule depend on the modules its script imports
+(workflow/rules/common.smk, get_analysis_code): editing a chart module remakes the charts only, editing this
+module the tables and the charts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .flags import FLAGS
+from .repstats import Estimate
+from .stats import condition_ratio
+
+DEFAULT_MEMORY_MB = 2048
+APP_NAMES = {"go": "Go API", "next": "Next SSR"}
+
+# Flags that do not bear on a metric's cell: P99.9's sample count says nothing about RPS, P50 or P99.
+NOT_FOR = {
+    "rps": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
+    "steady_rps": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
+    "p50_ms": {"few_samples_p99", "few_samples_p99_9", "bimodal"},
+    "p99_ms": {"few_samples_p99_9"},
+    "steady_p99_ms": {"few_samples_p99_9"},
+}
+
+
+# --- flags -----------------------------------------------------------------------------------------
+
+def codes_of(value) -> list[str]:
+    """Flag codes from a summary's `flags` cell ("a,b"; "" or missing: none), in FLAGS order."""
+    if not isinstance(value, str) or not value:
+        return []
+    given = {c.strip() for c in value.split(",") if c.strip()}
+    return [c for c in FLAGS if c in given] + sorted(given - set(FLAGS))
+
+
+def cell_codes(codes, metric: str | None = None) -> set[str]:
+    return {c for c in codes if c not in NOT_FOR.get(metric, set())}
+
+
+# --- ratios of two conditions ----------------------------------------------------------------------
+
+NO_RATIO = Estimate(math.nan, math.nan, math.nan, 0, "none")
+
+
+def between(rows: pd.DataFrame, base: pd.DataFrame, metric: str = "rps") -> Estimate:
+    """One condition's metric over another's (retention, memory gain, Go/Next): stats.condition_ratio."""
+    if len(rows) != 1 or len(base) != 1:
+        return NO_RATIO
+    return condition_ratio(rows.iloc[0], base.iloc[0], metric)
+
+
+def ratios_over(rows: pd.DataFrame, base: pd.Series, metric: str = "rps") -> tuple[np.ndarray, ...]:
+    """Each row's metric over one base condition's (retention, memory gain): values, lo, hi arrays."""
+    found = [condition_ratio(row, base, metric) for _, row in rows.iterrows()]
+    return tuple(np.array([getattr(f, k) for f in found], dtype="float64") for k in ("value", "lo", "hi"))
+
+
+# --- which conditions ------------------------------------------------------------------------------
+
+def baseline_memory(summary: pd.DataFrame) -> int:
+    """2048 MB (the article's default) if the matrix has it, else the most common memory limit."""
+    if summary.empty:
+        return DEFAULT_MEMORY_MB
+    if (summary["memory_mb"] == DEFAULT_MEMORY_MB).any():
+        return DEFAULT_MEMORY_MB
+    return int(summary["memory_mb"].mode().iloc[0])
+
+
+def measured_only(summary: pd.DataFrame) -> pd.DataFrame:
+    """The conditions with at least one measured repetition (a summary from before failed_runs: all of them)."""
+    if "failed_runs" not in summary.columns or "repeats" not in summary.columns:
+        return summary
+    return summary[pd.to_numeric(summary["repeats"], errors="coerce").fillna(1) > 0]
+
+
+def runs_of(summary: pd.DataFrame, app: str | None = None, vcpu: float | None = None,
+            sidecar_count: int | None = None, memory_mb: int | None = None) -> pd.DataFrame:
+    rows = summary
+    if app is not None:
+        rows = rows[rows["app"] == app]
+    if vcpu is not None:
+        rows = rows[np.isclose(rows["vcpu"], vcpu)]
+    if sidecar_count is not None:
+        rows = rows[rows["sidecar_count"] == sidecar_count]
+    if memory_mb is not None:
+        rows = rows[rows["memory_mb"] == memory_mb]
+    return rows
+
+
+def article_settings(summary: pd.DataFrame) -> pd.DataFrame:
+    """The conditions at the article's settings (no knob against throttling): what the article's tables hold."""
+    if "knobs" not in summary.columns:
+        return summary
+    return summary[knob_labels(summary["knobs"]) == ""]
+
+
+def knob_labels(knobs: pd.Series) -> pd.Series:
+    """A condition's knobs as text, "" for none (a column read back from CSV with no knob is all NaN floats)."""
+    return knobs.astype(object).where(knobs.notna(), "").astype(str)
+
+
+# --- names ---------------------------------------------------------------------------------------
+
+def setup_name(app: str, vcpu: float, sidecar_count: int) -> str:
+    noun = "sidecar" if sidecar_count == 1 else "sidecars"
+    return f"{APP_NAMES.get(app, app).split()[0]} {vcpu:g} vCPU + {sidecar_count} {noun}"
