@@ -40,14 +40,14 @@ import pandas as pd
 import yaml
 
 from sidecar_bench import hey, runner
+from sidecar_bench.cells import APP_NAMES
+from sidecar_bench.chart_files import save_chart
 from sidecar_bench.conditions import Condition, LoadSettings
 from sidecar_bench.experiment import load_experiment
-from sidecar_bench.charts import save_chart
 from sidecar_bench.failures import RunError
 from sidecar_bench.flags import not_steady
 from sidecar_bench.hosts import host_lock, lock_dir
 from sidecar_bench.stats import thirds_of_counts
-from sidecar_bench.tables import APP_NAMES
 from sidecar_bench.warmup import WarmupSettings, rates_per_second, steady_time
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -136,7 +136,9 @@ def get_load(wildcards):
 
 def get_calibration_load(wildcards):
     """A calibration run's load settings, as get_load."""
-    return EXPERIMENT.load.for_app(get_calibration_condition(wildcards)["app"]).measured()
+    return EXPERIMENT.load.for_app(
+        get_calibration_condition(wildcards)["app"]
+    ).measured()
 
 
 def get_calibration_image_ref(wildcards):
