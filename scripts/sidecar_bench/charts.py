@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import altair as alt
 import numpy as np
@@ -54,6 +54,18 @@ MODEL_UNRINGED = {"sidecar_under"}
 def placeholder(title: str, message: str) -> alt.Chart:
     return (alt.Chart(pd.DataFrame({"text": [message]})).mark_text(fontSize=14)
             .encode(text="text:N").properties(title=title, width=520, height=80))
+
+
+def figure_setup_parts(data: pd.DataFrame, rows: list) -> Iterator[tuple[str, str, pd.DataFrame]]:
+    """Each of the article's four setups (FIGURE_SETUPS): its app, its name and its rows of data (column "setup");
+    a setup not in data gets a placeholder panel appended to rows instead."""
+    for app, vcpu, sc in FIGURE_SETUPS:
+        name = setup_name(app, vcpu, sc)
+        part = data[data["setup"] == name]
+        if part.empty:
+            rows.append(placeholder(name, "not in the current matrix").properties(width=WIDTH, height=HEIGHT))
+            continue
+        yield app, name, part
 
 
 # --- sources, intervals and flags: one look for every chart ------------------------------------------------
@@ -175,12 +187,7 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelM
                alt.Tooltip("value:Q", format=".1f"), alt.Tooltip("lo:Q", format=".1f"),
                alt.Tooltip("hi:Q", format=".1f"), "marks:N"]
     rows = []
-    for app, vcpu, sc in FIGURE_SETUPS:
-        name = setup_name(app, vcpu, sc)
-        part = data[data["setup"] == name]
-        if part.empty:
-            rows.append(placeholder(name, "not in the current matrix").properties(width=WIDTH, height=HEIGHT))
-            continue
+    for _, name, part in figure_setup_parts(data, rows):
         base = alt.Chart(part).encode(x=x, color=color, tooltip=tooltip)
         latency = base.transform_filter(alt.FieldOneOfPredicate(field="series", oneOf=["P50", "P99"]))
         y_lat = alt.Y("value:Q", title="Latency (ms, log)", scale=alt.Scale(type="log"))

@@ -17,7 +17,7 @@ from . import reference as refmod
 from .cells import APP_NAMES, baseline_memory, ratios_over, runs_of, setup_name
 from .chart_files import save_chart
 from .charts import (DELIVERED_TITLE, FIGURE_SETUPS, HEIGHT, LOAD_TITLE, MODEL_UNRINGED, WIDTH, column_of, flag_ring,
-                     flagged_subtitle, metric_flags, ours_and_article, placeholder, with_flags)
+                     figure_setup_parts, flagged_subtitle, metric_flags, ours_and_article, placeholder, with_flags)
 from .model import article_delivered_estimate
 
 MODEL_CHART_NAMES = ("decomposition_vs_measured", "forward_ratio_vs_load", "sweeps_vs_delivered_load",
@@ -201,12 +201,7 @@ def delivered_load_chart(summary: pd.DataFrame, per_run: pd.DataFrame, ref: pd.D
         top = float(np.nanmax(values)) if np.isfinite(values).any() else 1.0
         bottom = float(np.nanmin(values)) if np.isfinite(values).any() else 0.0
         scales[view] = alt.Scale(domain=[min(0.0, bottom), max(top, 1.0) * 1.05], nice=False)
-    for app, vcpu, sc in FIGURE_SETUPS:
-        name = setup_name(app, vcpu, sc)
-        part = data[data["setup"] == name]
-        if part.empty:
-            rows.append(placeholder(name, "not in the current matrix").properties(width=WIDTH, height=HEIGHT))
-            continue
+    for app, name, part in figure_setup_parts(data, rows):
         panels = []
         for metric, y, lo, hi in metrics:
             for view, x_title, span in views:
