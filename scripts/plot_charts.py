@@ -11,6 +11,7 @@ from sidecar_bench.charts import write_charts
 from sidecar_bench.layout_charts import layouts_chart
 from sidecar_bench.layouts import has_task_layout
 from sidecar_bench.loadmodel import closed_loop
+from sidecar_bench.mitigation_charts import has_knobs, knobs_chart
 from sidecar_bench.reference import load_reference
 
 
@@ -20,6 +21,8 @@ def main(summary, reference, runs, out_dir):
     written = write_charts(closed, load_reference(reference), list(runs), out_dir)
     if has_task_layout(closed):  # a set with ECS's task layout: both layouts side by side
         written += save_chart(layouts_chart(closed), Path(out_dir), "layouts")
+    if has_knobs(closed):  # knobs against throttling (or the task layout) beside the article's settings
+        written += save_chart(knobs_chart(closed), Path(out_dir), "knobs")
     print(f"plot_charts: wrote {len(written)} files to {out_dir}", file=sys.stderr)
     return written
 

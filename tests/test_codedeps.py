@@ -32,7 +32,8 @@ def test_the_chart_script_runs_the_charts_module_and_not_the_runner():
     assert not found & {"runner.py", "job.py", "hosts.py", "lease.py", "run_condition.py"}
 
 
-CHART_MODULES = {"charts.py", "chart_files.py", "model_charts.py", "burn_charts.py", "layout_charts.py"}
+CHART_MODULES = {"charts.py", "chart_files.py", "model_charts.py", "burn_charts.py", "layout_charts.py",
+                 "mitigation_charts.py"}
 TABLE_MODULES = {"tables.py", "mitigations.py", "model_tables.py", "burn_tables.py"}
 
 
@@ -51,5 +52,5 @@ def test_the_tables_run_no_chart_code_and_the_charts_no_table_code():
                     if re.search(r"^\s*(import|from)\s+altair\b", path.read_text(), re.MULTILINE)], script
     assert {"tables.py", "mitigations.py"} <= {path.name for path in code_of("make_tables")}
     charts = {path.name for path in code_of("plot_charts")}
-    assert {"charts.py", "chart_files.py", "layout_charts.py", "cells.py"} <= charts
+    assert {"charts.py", "chart_files.py", "layout_charts.py", "mitigation_charts.py", "cells.py"} <= charts
     assert not charts & TABLE_MODULES

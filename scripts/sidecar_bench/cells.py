@@ -108,6 +108,64 @@ def knob_labels(knobs: pd.Series) -> pd.Series:
     return knobs.astype(object).where(knobs.notna(), "").astype(str)
 
 
+ARTICLE_SETTINGS = "article's settings"
+KNOB_SETUP = ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct"]
+
+
+def ratio_record(prefix: str, found: Estimate) -> dict[str, float]:
+    """A ratio's value and interval as three columns: prefix, prefix_lo, prefix_hi."""
+    return {prefix: found.value, f"{prefix}_lo": found.lo, f"{prefix}_hi": found.hi}
+
+
+def knob_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """Each knob condition (and the task layout) beside the article's settings of the same setup and load: one
+    row per condition of a setup and load that has both, the article's settings first, with the RPS and P99
+    ratios to them (both sides' run-to-run uncertainty) and, within the setup and load, a rank by the RPS
+    ratio. What the mitigations table shows and the knobs chart draws."""
+    rows = measured_only(summary)
+    if "knobs" not in rows.columns:
+        rows = rows.assign(knobs="")
+    rows = rows.assign(knobs=knob_labels(rows["knobs"]))
+    setups = KNOB_SETUP
+    records = []
+    if (rows["knobs"] != "").any():
+        for key, group in rows.groupby(setups, sort=True):
+            base = group[group["knobs"] == ""]
+            knobbed = group[group["knobs"] != ""]
+            if knobbed.empty:
+                continue
+            found = []
+            for _, row in pd.concat([base, knobbed]).iterrows():
+                ratio_found = between(row.to_frame().T, base, "rps") if len(base) == 1 else NO_RATIO
+                p99_found = between(row.to_frame().T, base, "p99_ms") if len(base) == 1 else NO_RATIO
+                found.append({
+                    **dict(zip(setups, key)), "knobs": row["knobs"] or ARTICLE_SETTINGS,
+                    "rps": row.get("rps"), "rps_lo": row.get("rps_lo", math.nan), "rps_hi": row.get("rps_hi", math.nan),
+                    **ratio_record("rps_vs_article_settings", ratio_found),
+                    "p99_ms": row.get("p99_ms"), "p99_ms_lo": row.get("p99_ms_lo", math.nan),
+                    "p99_ms_hi": row.get("p99_ms_hi", math.nan),
+                    **ratio_record("p99_vs_article_settings", p99_found),
+                    "period_ms": row.get("period_ms"), "slow_1p_share": row.get("slow_1p_share"),
+                    "sidecars_cpu_pct": row.get("sidecars_cpu_pct"), "app_cpu_pct": row.get("app_cpu_pct"),
+                    "nr_throttled": row.get("nr_throttled"),
+                    "throttled_share": row.get("throttled_share"), "throttled_s": row.get("throttled_s"),
+                    "nr_bursts": row.get("nr_bursts", math.nan), "burst_s": row.get("burst_s", math.nan),
+                    "repeats": row.get("repeats", math.nan), "flags": row.get("flags", ""),
+                })
+            order = sorted((r for r in found if r["knobs"] != ARTICLE_SETTINGS),
+                           key=lambda r: -(r["rps_vs_article_settings"] if math.isfinite(
+                               float(r["rps_vs_article_settings"])) else -math.inf))
+            for rank, r in enumerate(order, 1):
+                r["rank_by_rps"] = rank
+            records += found
+    columns = setups + ["knobs", "rank_by_rps", "rps", "rps_lo", "rps_hi", "rps_vs_article_settings",
+                        "rps_vs_article_settings_lo", "rps_vs_article_settings_hi", "p99_ms", "p99_ms_lo",
+                        "p99_ms_hi", "p99_vs_article_settings", "p99_vs_article_settings_lo",
+                        "p99_vs_article_settings_hi", "period_ms", "slow_1p_share", "app_cpu_pct", "sidecars_cpu_pct",
+                        "nr_throttled", "throttled_share", "throttled_s", "nr_bursts", "burst_s", "repeats", "flags"]
+    return pd.DataFrame(records, columns=columns)
+
+
 # --- names ---------------------------------------------------------------------------------------
 
 def setup_name(app: str, vcpu: float, sidecar_count: int) -> str:

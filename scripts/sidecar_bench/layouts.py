@@ -21,7 +21,7 @@ import pandas as pd
 from .cells import (NO_RATIO, baseline_memory, between, cell_codes, codes_of, knob_labels, measured_only, ratios_over,
                     setup_name)
 from .conditions import TASK_TOPOLOGY_LABEL
-from .table_format import DEFINITIONS, Table, fmt, load_text, measured, missing_note, ratio_text
+from .table_format import DEFINITIONS, Table, fmt, load_text, measured, missing_note, ratio_cell, ratio_text
 
 PROCESS, TASK = "process", "task"
 LAYOUT_NAMES = {PROCESS: "one container (the article's)", TASK: "ECS task (a container per role)"}
@@ -99,13 +99,6 @@ def setup_text(app: str, vcpu: float, sidecar_count: int, memory_mb: int | None 
     return text if memory_mb is None else f"{text}, {int(memory_mb)} MB"
 
 
-CLEAR = "*"  # a ratio whose interval excludes 1 ("~" is the drift flag's mark)
-
-
-def _ratio_cell(value: float, lo: float, hi: float) -> str:
-    text = ratio_text(value, lo, hi)
-    return f"{text} {CLEAR}" if math.isfinite(lo) and math.isfinite(hi) and not lo <= 1 <= hi else text
-
 
 def layouts_table(summary: pd.DataFrame) -> Table:
     """layouts.md: each setup and load in both layouts, one row each: RPS, retained, task / process, P99, the share
@@ -123,7 +116,7 @@ def layouts_table(summary: pd.DataFrame) -> Table:
         "RPS": [measured(r["rps"], r["rps_lo"], r["rps_hi"], codes_of(r["flags"]), "rps", 0)
                 for _, r in data.iterrows()],
         "RPS retained": [ratio_text(r["retained"], r["retained_lo"], r["retained_hi"]) for _, r in data.iterrows()],
-        "Task / one container": [_ratio_cell(r["task_vs_process"], r["task_vs_process_lo"], r["task_vs_process_hi"])
+        "Task / one container": [ratio_cell(r["task_vs_process"], r["task_vs_process_lo"], r["task_vs_process_hi"])
                                  if r["layout"] == TASK else "" for _, r in data.iterrows()],
         "P99 ms": [measured(r["p99_ms"], r["p99_ms_lo"], r["p99_ms_hi"], codes_of(r["flags"]), "p99_ms", 1)
                    for _, r in data.iterrows()],

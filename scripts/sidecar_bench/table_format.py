@@ -23,7 +23,6 @@ import pandas as pd
 
 from .cells import NOT_FOR
 from .flags import FLAGS
-from .repstats import Estimate
 from .stats import environments
 
 MISSING = "—"
@@ -91,16 +90,21 @@ def legend(codes: set[str]) -> list[str]:
     return ["Flags: " + " ".join(f"`{FLAGS[c].mark}`" for c in FLAGS if c in codes) + " (legend below)."] + lines
 
 
-def ratio_record(prefix: str, found: Estimate) -> dict[str, float]:
-    return {prefix: found.value, f"{prefix}_lo": found.lo, f"{prefix}_hi": found.hi}
-
-
 def ratio_text(value: float, lo: float, hi: float, digits: int = 2) -> str:
     """"0.95 [0.80–1.10]", or the value alone when it has no interval."""
     text = fmt(value, digits)
     if text != MISSING and not (math.isnan(lo) or math.isnan(hi)):
         text += f" [{fmt(lo, digits)}–{fmt(hi, digits)}]"
     return text
+
+
+CLEAR = "*"  # a ratio whose 95 % interval excludes 1 ("~" is the drift flag's mark)
+
+
+def ratio_cell(value: float, lo: float, hi: float) -> str:
+    """ratio_text, marked CLEAR when its interval excludes 1 (a difference shown at 95 %)."""
+    text = ratio_text(value, lo, hi)
+    return f"{text} {CLEAR}" if math.isfinite(lo) and math.isfinite(hi) and not lo <= 1 <= hi else text
 
 
 def load_text(load: float, used: float) -> str:

@@ -19,12 +19,12 @@ import pandas as pd
 from . import reference as refmod
 from .breaking import BREAK, TOO_FEW, assess_rows
 from .cells import (APP_NAMES, NO_RATIO, article_settings, baseline_memory, between, cell_codes, codes_of,
-                    measured_only, runs_of)
+                    measured_only, ratio_record, runs_of)
 from .mitigations import mitigations
 from .repstats import Estimate
 from .stats import ratio_to_published
 from .table_format import (DEFINITIONS, MISSING, Table, environment_note, fmt, load_text, marks, measured,
-                           missing_note, ratio_record, ratio_text, write_table_files)
+                           missing_note, ratio_text, write_table_files)
 
 SIDECAR_SETS = {0: "app only", 1: "+proxy", 2: "+agent", 3: "+agent+log"}
 # Ranges of total sidecar load, as the article's full RPS tables group them (inclusive).
