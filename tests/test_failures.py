@@ -400,6 +400,44 @@ def test_the_workflow_records_a_killed_run_as_failed_and_goes_on(client, tmp_pat
 
 
 @pytest.mark.docker
+@pytest.mark.slow
+def test_on_failure_stop_through_the_workflow_names_the_process_logs_it_and_starts_nothing_else(client, tmp_path):
+    """The default on_failure (stop), through the real Snakefile: the job fails with the FAILED line naming the
+    process, its log file holds the error, and Snakemake starts no other run (repetition 2 waits for every
+    first one, so it is the job that would come next)."""
+    import yaml
+
+    from workflow_helpers import copy_project, snakemake, write_config
+
+    condition = Condition("go", 0.5, 2026, 1, 10)
+    project = copy_project(tmp_path / "project")
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    config["sets"]["failing"] = dict(app=["go"], vcpu=[0.5], memory_mb=[2026], sidecar_count=[1],
+                                     sidecar_load_pct=[10])
+    config["presets"]["failing"] = {"sets": ["failing"], "repeats": 2, "load": {"duration_s": 6, "warmup_s": 0}}
+    write_config(project, preset="failing", sets=config["sets"], presets=config["presets"])
+    killer = Killer(client, condition, "app", timeout_s=600)  # the first repetition that starts
+    killer.start()
+    try:
+        done = snakemake(project, "results/failing/tables", timeout=900)
+    finally:
+        killer.stop.set()
+        killer.join(timeout=60)
+    output = done.stdout + done.stderr
+    assert killer.error is None, killer.error
+    assert done.returncode != 0, output[-6000:]
+    line = next((x for x in output.splitlines() if f"sidecar-bench: FAILED {condition.id} rep 1 on local: " in x), "")
+    assert f"pid {killer.killed_pid}" in line and "SIGKILL" in line, output[-6000:]
+    log = project / "results" / "failing" / "logs" / "run_condition" / condition.id / "rep1.log"
+    assert f"app (pid {killer.killed_pid}) was killed by SIGKILL" in log.read_text()
+    assert f"start {condition.id} rep 2 " not in output
+    runs = project / "results" / "failing" / "runs" / condition.id
+    assert not runs.exists() or not list(runs.iterdir())
+    assert not (project / "results" / "failing" / "summary.csv").exists()
+    assert leftovers(client, condition) == []
+
+
+@pytest.mark.docker
 def test_an_oom_kill_inside_the_window_fails_the_run_even_if_the_app_survives(client, tmp_path):
     # A process started in the task mid-window asks for more than the condition's memory: the OOM killer takes it
     # (the largest), the app and the sidecar live on, and the run is not a measurement all the same.

@@ -30,9 +30,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 DURATION_S = 4
 
 
-def tiny_config(memory_mb: int, hosts=None) -> dict:
+VCPUS = (0.5, 1)
+
+
+def tiny_config(memory_mb: int, hosts=None, vcpus=VCPUS) -> dict:
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["faults"] = dict(app=["go"], vcpu=[0.5, 1], memory_mb=[memory_mb], sidecar_count=[0],
+    config["sets"]["faults"] = dict(app=["go"], vcpu=list(vcpus), memory_mb=[memory_mb], sidecar_count=[0],
                                     sidecar_load_pct=[0])
     config["presets"]["faults"] = {"sets": ["faults"], "repeats": 1, "load": {"duration_s": DURATION_S, "warmup_s": 0}}
     config["preset"] = "faults"
@@ -41,8 +44,8 @@ def tiny_config(memory_mb: int, hosts=None) -> dict:
     return config
 
 
-def conditions(memory_mb: int) -> set:
-    return {f"go_cpu0.5_mem{memory_mb}_sc0_load00", f"go_cpu1_mem{memory_mb}_sc0_load00"}
+def conditions(memory_mb: int, vcpus=VCPUS) -> set:
+    return {f"go_cpu{vcpu:g}_mem{memory_mb}_sc0_load00" for vcpu in vcpus}
 
 
 def run_files(project: Path) -> dict:
@@ -81,22 +84,22 @@ def deaths(client, condition_id: str, since: float, timeout: float = 15) -> dict
     return found
 
 
-def targets(memory_mb: int) -> list[str]:
+def targets(memory_mb: int, vcpus=VCPUS) -> list[str]:
     """Only the run files: the aggregates, tables and charts are other tests' business."""
-    return [f"results/faults/runs/{c}/rep1.parquet" for c in sorted(conditions(memory_mb))]
+    return [f"results/faults/runs/{c}/rep1.parquet" for c in sorted(conditions(memory_mb, vcpus))]
 
 
-def start_workflow(project: Path, memory_mb: int) -> subprocess.Popen:
+def start_workflow(project: Path, memory_mb: int, vcpus=VCPUS) -> subprocess.Popen:
     log = open(project / "snakemake.out", "w")
     return subprocess.Popen(
         [SNAKEMAKE, "--cores", "1", "--directory", str(project), "--snakefile", str(project / "Snakefile"),
-         *targets(memory_mb)],
+         *targets(memory_mb, vcpus)],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=as_from_a_terminal)
 
 
-def wait_mid_run(process, project, client, memory_mb, timeout=240):
-    """Block until one condition has its run file and the other's task is in its measured window; -> that id."""
-    wanted = conditions(memory_mb)
+def wait_mid_run(process, project, client, memory_mb, timeout=240, vcpus=VCPUS):
+    """Block until one condition has its run file and another's task is in its measured window; -> that id."""
+    wanted = conditions(memory_mb, vcpus)
     deadline = time.monotonic() + timeout
     while True:
         assert process.poll() is None, (project / "snakemake.out").read_text()[-4000:]
@@ -106,7 +109,7 @@ def wait_mid_run(process, project, client, memory_mb, timeout=240):
             running = containers_of(client, wanted - set(done), "running")
             if len(running) == 2:  # the task and its load generator: hey starts right after
                 time.sleep(1.5)
-                return (wanted - set(done)).pop()
+                return running[0]["Labels"][runner.CONDITION_LABEL]
         time.sleep(0.2)
 
 
@@ -184,11 +187,14 @@ def test_sigkill_keeps_finished_runs_and_the_next_invocation_runs_only_what_is_m
 @pytest.mark.parametrize("how", ["SIGINT to the session (Ctrl-C)", "SIGTERM to Snakemake"])
 def test_sigint_and_sigterm_to_snakemake_clean_up_and_keep_finished_runs(tmp_path, client, how):
     memory = 522 if how.startswith("SIGINT") else 523
+    # Three conditions: the signal arrives in the second run, so that a third is there to be held back.
+    vcpus = (0.5, 0.75, 1)
     project = copy_project(tmp_path / "project")
-    write_config(project, **tiny_config(memory))
-    process = start_workflow(project, memory)
+    write_config(project, **tiny_config(memory, vcpus=vcpus))
+    process = start_workflow(project, memory, vcpus)
     try:
-        interrupted = wait_mid_run(process, project, client, memory)
+        interrupted = wait_mid_run(process, project, client, memory, vcpus=vcpus)
+        first = set(run_files(project))
         pids = job_pids(process)
         if how.startswith("SIGINT"):
             os.killpg(process.pid, signal.SIGINT)
@@ -201,25 +207,28 @@ def test_sigint_and_sigterm_to_snakemake_clean_up_and_keep_finished_runs(tmp_pat
     output = (project / "snakemake.out").read_text()
     assert process.returncode != 0, output[-3000:]
     finished = set(run_files(project))
+    (held_back,) = conditions(memory, vcpus) - first - {interrupted}
     if how.startswith("SIGINT"):
         # Ctrl-C reaches the job too: it stops, removes its containers, writes nothing.
-        assert finished == conditions(memory) - {interrupted}, output[-3000:]
+        assert finished == first, output[-3000:]
         assert f"FAILED {interrupted} rep 1 on local: interrupted by SIGINT" in output
     else:
-        # Snakemake lets the running job finish, then stops before the next one.
+        # Snakemake lets the running job finish, then starts no other.
         assert "Will exit after finishing currently running jobs" in output
-        assert finished == conditions(memory), output[-3000:]
+        assert finished == first | {interrupted}, output[-3000:]
+    assert f"start {held_back} " not in output, output[-3000:]
+    assert containers_of(client, {held_back}) == []
     for path in run_files(project).values():
         assert record.read_run_meta(path)["condition"]["id"] == path.parent.name
     assert no_partial_files(project) == []
     wait_until(lambda: containers_of(client, {interrupted}) == [], 30,
              f"containers left after {how}: {output[-3000:]}")
     wait_until(lambda: not lease_of_pids(client, pids), 10, "the lease outlived the interrupted job")
-    plan = dry_run(project, *targets(memory))
+    plan = dry_run(project, *targets(memory, vcpus))
     if plan.returncode != 0 and "cannot be locked" in plan.output:
         assert snakemake(project, "--unlock", timeout=120).returncode == 0
-        plan = dry_run(project, *targets(memory))
-    missing = conditions(memory) - finished
+        plan = dry_run(project, *targets(memory, vcpus))
+    missing = conditions(memory, vcpus) - finished
     assert plan.jobs["run_condition"] == len(missing) and plan.conditions == missing, plan.output
 
 
@@ -273,6 +282,30 @@ class SecondEngine:
             subprocess.run(["umount", "-l", mount], check=False)
         shutil.rmtree(self.base, ignore_errors=True)
         subprocess.run(["ip", "link", "delete", self.bridge], check=False)
+
+
+def test_a_new_engine_without_images_pulls_nothing_and_warns_that_only_the_local_lock_guards_it(tmp_path, caplog):
+    """Before the first image exists on an engine the lease has no image to run in: nothing is pulled, and the
+    job (the first base-image build) goes on under the local lock with a warning that says so."""
+    from sidecar_bench import hosts
+
+    engine = SecondEngine()
+    try:
+        engine.start()
+        fresh = docker.DockerClient(base_url=engine.url)
+        with pytest.raises(lease.LeaseUnavailable, match="is on the engine"):
+            lease.lease_image(fresh)
+        with caplog.at_level(logging.WARNING, logger=hosts.log.name):
+            with hosts.host_lock([{"name": "fresh", "url": engine.url}], tmp_path / "locks", 60,
+                                 "build base") as (host, _):
+                assert host["name"] == "fresh" and lease.current(fresh) is None
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any("no engine lease" in w and "only the local lock guards this engine until an image exists" in w
+                   for w in warnings), warnings
+        assert fresh.images.list(all=True) == []  # nothing was pulled
+        fresh.close()
+    finally:
+        engine.close()
 
 
 @pytest.fixture(scope="module")

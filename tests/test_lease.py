@@ -228,3 +228,66 @@ def test_lock_files_are_never_followed_through_a_symlink_nor_truncated(tmp_path)
     fd = hosts._open_lock(lock)
     os.close(fd)
     assert lock.read_text() == "held by someone: go_cpu1 pid 1"
+
+
+@pytest.mark.docker
+def test_the_cleanup_commands_status_no_wait_and_host_options(client, tmp_path):
+    """scripts/cleanup.py --status names the holder and removes nothing, --no-wait skips a busy engine and says
+    who holds it, --host picks a configured host and refuses an unknown one."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "cleanup.py"
+    config = tmp_path / "config.yaml"
+    config.write_text("hosts:\n  - {name: local, url: null}\n")
+
+    def cleanup(*args):
+        return subprocess.run([sys.executable, str(script), "--config", str(config), *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)
+
+    condition = "go_cpu9_mem9_sc0_load02"
+    labels = {runner.PROJECT_LABEL: runner.PROJECT, runner.CONDITION_LABEL: condition}
+    left = client.containers.create(lease.lease_image(client), ["sleep", "60"], labels=labels, network_mode="none")
+    holder = start_holder(tmp_path, "matrix")
+    try:
+        shown = cleanup("--status")
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert "local: lease held by " in shown.stdout and f"pid {holder.pid}" in shown.stdout, shown.stdout
+        assert f"container {left.name} (created, {condition}" in shown.stdout, shown.stdout
+        skipped = cleanup("--no-wait")
+        assert skipped.returncode == 1, skipped.stdout + skipped.stderr
+        assert "engine local is busy: held by" in skipped.stderr and f"pid {holder.pid}" in skipped.stderr
+        unknown = cleanup("--host", "lab9")
+        assert unknown.returncode != 0 and "no host named lab9" in unknown.stderr, unknown.stderr
+        assert client.containers.list(all=True, filters={"id": left.id})  # nothing removed so far
+        holder.kill()
+        holder.wait()
+        wait_until(lambda: released(client, holder), 10, "lease not released")
+        cleaned = cleanup("--host", "local")
+        assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+        assert cleaned.stdout.startswith("local: removed ") and left.name in cleaned.stdout, cleaned.stdout
+        assert not client.containers.list(all=True, filters={"id": left.id})
+    finally:
+        holder.kill()
+        holder.wait()
+        for container in client.containers.list(all=True, filters={"label": f"{runner.CONDITION_LABEL}={condition}"}):
+            container.remove(force=True)
+
+
+@pytest.mark.docker
+def test_the_lease_ends_at_its_time_limit_while_its_holder_still_beats_and_the_default_is_two_hours(client):
+    # A lease whose holder keeps sending heartbeats (a runaway job) still ends at its limit: the container's
+    # `timeout` kills it. Here a 3 s limit; the default limit, read from a default lease, is 2 h.
+    held = lease.try_acquire(client, "limit test", max_hold_s=3)
+    try:
+        assert held.alive() and held.labels[lease.LABEL_PREFIX + "max-s"] == "3"
+        wait_until(lambda: not held.alive(), 20, "the lease outlived its 3 s limit")
+    finally:
+        held.release()
+    wait_until(lambda: lease.current(client) is None, 10, "the ended lease was not removed")
+    default = lease.try_acquire(client, "default limit")
+    try:
+        entrypoint = default.container.attrs["Config"]["Entrypoint"]
+        assert entrypoint[:4] == ["timeout", "-s", "KILL", "7200"], entrypoint
+        assert default.labels[lease.LABEL_PREFIX + "max-s"] == "7200"
+    finally:
+        default.release()

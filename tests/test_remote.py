@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import docker
+import paramiko
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -111,12 +112,19 @@ def test_a_run_over_ssh_measures_and_cleans_up_like_a_local_one(tmp_path, ssh_en
     url, home = ssh_engine
     local = docker.from_env()
     paths = {}
+    # Every SSH log-in the job makes: one for the whole run, shared by all its Docker clients (the lease's too).
+    logins = []
+    connect = paramiko.SSHClient.connect
+    monkeypatch.setattr(paramiko.SSHClient, "connect",
+                        lambda self, *args, **kwargs: (logins.append(kwargs.get("hostname")),
+                                                       connect(self, *args, **kwargs))[1])
     for name, address in (("local", None), ("viassh", url)):
         monkeypatch.setenv("HOME", home)
         out = tmp_path / f"{name}.parquet"
         job.main(REMOTE_SC1.as_dict(), LOAD.as_dict(), [{"name": name, "url": address}],
                  refs_for(tmp_path, local, name, REMOTE_SC1), str(out), str(hosts.lock_dir()))
         paths[name] = out
+        assert logins == ([] if address is None else ["127.0.0.1"]), logins
         # Nothing of the run is left on the engine, its lease is given back, its SSH connection closed.
         assert project_containers(local, REMOTE_SC1) == []
         assert lease_holder_pid(local) != str(os.getpid())

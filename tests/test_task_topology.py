@@ -226,8 +226,8 @@ def wait_mid_run(client, condition, process):
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_sigterm_and_sigint_remove_every_container_and_the_task_cgroup(client, tmp_path, sig):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_sigterm_sigint_and_sighup_remove_every_container_and_the_task_cgroup(client, tmp_path, sig):
     condition = Condition("go", 0.25, 2045, 1, 10, topology="task")
     process = start_run(tmp_path, condition)
     try:
