@@ -168,3 +168,16 @@ def test_warmup_until_steady_runs_bursts_and_records_them(client, engine, tmp_pa
     assert warm["seconds"] >= warm["load_s"]
     assert len(frame) > 100 and meta["window"]["load_s"] >= 2
     assert runner.Measurement(client, GO_WARM, load, None, None, "x").loadgen_deadline_s() > 4 + 2
+
+
+@pytest.mark.docker
+def test_a_run_warms_up_for_its_apps_own_warmup_and_records_it(client, engine, tmp_path):
+    # The experiment's settings with a warm-up for Go only: the run warms Go up for 2 s, not warmup_s's 0, and
+    # records the warm-up it had (what its rerun trigger, get_load, says), not the per-app table.
+    load = LoadSettings(duration_s=2, concurrency=10, warmup_s=0, ready_timeout_s=60, app_warmup_s={"go": 2})
+    out = tmp_path / "run.parquet"
+    runner.run_condition(client, GO_WARM, load.as_dict(), "sidecar-bench/task:go-sidecar",
+                         "sidecar-bench/loadgen:latest", out)
+    _, meta = record.read_run(out)
+    assert meta["load"]["warmup_s"] == 2 and "app_warmup_s" not in meta["load"], meta["load"]
+    assert {key: meta["load"][key] for key in load.for_app("go").as_dict()} == load.for_app("go").as_dict()

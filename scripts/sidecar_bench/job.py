@@ -183,7 +183,8 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
             logger.addHandler(handler)
             logger.setLevel(logging.INFO)
     cond = as_condition(condition)
-    settings = as_load(load)
+    # The app's own warm-up (load.app_warmup_s), as its rerun trigger (get_load) says.
+    settings = as_load(load).for_app(cond.app)
     refs = {part: json.loads(Path(path).read_text()) for part, path in image_refs.items()}
     task_ref = refs["task"]
     if task_ref.get("variant") not in (None, cond.variant):

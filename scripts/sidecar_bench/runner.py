@@ -604,7 +604,7 @@ def run_condition(
     run succeeded.
     """
     condition = as_condition(condition)
-    load = as_load(load)
+    load = as_load(load).for_app(condition.app)  # the app's own warm-up (load.app_warmup_s), if it has one
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise RunError(f"{condition.id}: repeat {repeat!r} is not a whole number >= 1")
     info = client.info()
