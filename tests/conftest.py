@@ -3,6 +3,7 @@ import importlib.abc
 import importlib.util
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -102,3 +103,29 @@ def client():
     except docker.errors.DockerException as err:
         pytest.fail(f"no Docker engine answers ({err}); scripts/bench.sh test starts one")
     return c
+
+
+# ---- the tiers --------------------------------------------------------------------------------------------
+# docker (the real engine), workflow (Snakemake on the real Snakefile: seconds each) and the rest, the fast
+# tier: `pytest -m "not docker and not workflow"` (docs/development.md, "Tests"). A fast test that starts
+# Snakemake fails here, naming the mark it needs, so that the fast tier stays fast.
+
+def _is_snakemake(args) -> bool:
+    words = [str(a) for a in args] if isinstance(args, (list, tuple)) else str(args).split()
+    return bool(words) and (Path(words[0]).name == "snakemake" or words[1:3] == ["-m", "snakemake"])
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_snakemake(request, monkeypatch):
+    if request.node.get_closest_marker("docker") or request.node.get_closest_marker("workflow"):
+        return
+    popen = subprocess.Popen
+    nodeid = request.node.nodeid
+
+    class Guarded(popen):
+        def __init__(self, args, *more, **kwargs):
+            if _is_snakemake(args):
+                raise AssertionError(f"{nodeid} runs Snakemake: mark it @pytest.mark.workflow (or docker)")
+            super().__init__(args, *more, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Guarded)

@@ -128,6 +128,7 @@ def extra_runs(plan, repeat):
             and line.startswith("results/quick/runs/")}
 
 
+@pytest.mark.workflow
 def test_a_wide_condition_gets_a_repetition_a_narrow_one_none_and_the_cap_holds(project):
     plan = dry_run(project, "--config", "preset=quick")
     assert plan.returncode == 0, plan.output
@@ -161,6 +162,7 @@ def test_a_wide_condition_gets_a_repetition_a_narrow_one_none_and_the_cap_holds(
     assert not extra_runs(plan, 3)
 
 
+@pytest.mark.workflow
 def test_a_stricter_target_re_decides_without_measuring_anything_again(project):
     done = snakemake(project, *decisions(project, 2), "--config", "preset=quick")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -171,6 +173,7 @@ def test_a_stricter_target_re_decides_without_measuring_anything_again(project):
     assert plan.jobs["decide_repeat"] == 1 and "run_condition" not in plan.jobs, plan.output
 
 
+@pytest.mark.workflow
 def test_adaptive_off_plans_exactly_the_planned_repetitions(quick_plan, tmp_path):
     assert "decide_repeat" not in quick_plan.jobs and quick_plan.jobs["run_condition"] == 8
     on = dry_run(copy_project(tmp_path / "plain"), "--config", "preset=quick", "adaptive={max_repeats: 4}")

@@ -260,6 +260,7 @@ def test_wall_and_cpu_sidecars_side_by_side(tmp_path):
     assert (tmp_path / "burn_comparison.svg").stat().st_size > 0
 
 
+@pytest.mark.workflow
 def test_the_workflow_compares_with_a_measured_cpu_burn_preset(tmp_path):
     from workflow_helpers import copy_project, dry_run
 

@@ -192,6 +192,7 @@ def project(tmp_path_factory):
     return copy_project(tmp_path_factory.mktemp("openplan") / "project")
 
 
+@pytest.mark.workflow
 def test_the_openloop_preset_plans_the_capacity_before_the_open_runs(project):
     write_config(project, preset="openloop")
     plan = dry_run(project)

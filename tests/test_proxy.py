@@ -288,6 +288,7 @@ def project(tmp_path):
     return copy_project(tmp_path / "project")
 
 
+@pytest.mark.workflow
 def test_the_proxy_preset_plans_the_proxy_images_and_its_report(project):
     plan = dry_run(project, "--config", "preset=proxy")
     assert plan.returncode == 0, plan.output
@@ -304,6 +305,7 @@ def test_a_preset_without_a_real_proxy_plans_no_proxy_report(quick_plan):
     assert not {v for v in plan.variants if v.endswith("-proxy")}
 
 
+@pytest.mark.workflow
 def test_step_two_config_adds_the_standins_to_the_preset(project, tmp_path):
     standin = tmp_path / "standin.yaml"
     standin.write_text(yaml.safe_dump({

@@ -69,6 +69,7 @@ def change_config(project: Path, keys: tuple, value) -> None:
     (("load", "sidecar_burn"), "cpu"),
     (("load", "warmup", "mode"), "until_steady"),
 ], ids=lambda part: ".".join(part) if isinstance(part, tuple) else None)
+@pytest.mark.workflow
 def test_a_load_setting_that_changes_a_measurement_reruns_every_run(finished, keys, value):
     change_config(finished, keys, value)
     plan = plan_runs(finished)
@@ -81,6 +82,7 @@ def test_a_load_setting_that_changes_a_measurement_reruns_every_run(finished, ke
 
 
 
+@pytest.mark.workflow
 def test_a_warmup_for_one_app_reruns_that_apps_runs_only(finished):
     change_config(finished, ("load", "app_warmup_s"), {"next": 30})
     plan = plan_runs(finished)
@@ -97,6 +99,7 @@ def test_a_warmup_for_one_app_reruns_that_apps_runs_only(finished):
     (("presets", "quick", "on_failure"), "record"),
     (("load", "warmup", "max_s"), 40),  # a key of until_steady while the mode stays fixed
 ], ids=lambda part: ".".join(part) if isinstance(part, tuple) else None)
+@pytest.mark.workflow
 def test_a_setting_that_changes_no_measurement_reruns_nothing(finished, keys, value):
     change_config(finished, keys, value)
     plan = plan_runs(finished)
@@ -104,12 +107,14 @@ def test_a_setting_that_changes_no_measurement_reruns_nothing(finished, keys, va
     assert plan.nothing_to_do, plan.output
 
 
+@pytest.mark.workflow
 def test_on_failure_given_on_the_command_line_reruns_nothing(finished):
     plan = plan_runs(finished, "on_failure=record")
     assert plan.returncode == 0, plan.output
     assert plan.nothing_to_do, plan.output
 
 
+@pytest.mark.workflow
 def test_editing_the_next_app_reruns_its_images_conditions_and_calibration(finished):
     work = finished / "task-image" / "app-next" / "lib" / "work.js"
     work.write_text(work.read_text() + "\n// edited\n")

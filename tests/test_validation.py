@@ -265,12 +265,14 @@ def write_bad_config(project, **changes) -> None:
                   "tls": {"ca_cert": "missing-ca.pem", "client_cert": "c.pem", "client_key": "k.pem"}}]),
      "hosts[0].tls.ca_cert: 'missing-ca.pem' does not exist (host 'secure'"),
 ], ids=["memory", "duplicate set", "tls file"])
+@pytest.mark.workflow
 def test_snakemake_dry_run_fails_with_the_message(project, changes, message):
     write_bad_config(project, **changes)
     done = snakemake(project, "--dry-run", timeout=120)
     assert done.returncode != 0 and message in done.stderr + done.stdout, done.stderr[-2000:]
 
 
+@pytest.mark.workflow
 def test_command_line_values_are_checked_like_the_file(project):
     (project / "config.yaml").write_text((ROOT / "config.yaml").read_text())
     done = snakemake(project, "--dry-run", "--config", "preset=quick",

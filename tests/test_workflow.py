@@ -16,6 +16,7 @@ def project(tmp_path):
     return copy_project(tmp_path / "project")
 
 
+@pytest.mark.workflow
 def test_article_matrix_plans_one_job_per_condition(project):
     plan = dry_run(project)
     assert plan.returncode == 0, plan.output
@@ -68,18 +69,21 @@ def test_bad_config_fails_before_any_container_starts(project):
     assert not (project / "results").exists()
 
 
+@pytest.mark.workflow
 def test_unknown_preset_names_the_value(project):
     done = snakemake(project, "--dry-run", "--config", "preset=huge")
     assert done.returncode != 0
     assert "preset: 'huge' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, mitigations, openloop, proxy, quick, study-10s, study-10s-warm, study-30s, task)" in done.stdout + done.stderr
 
 
+@pytest.mark.workflow
 def test_slurm_profile_plans_the_same_jobs(project):
     plan = dry_run(project, "--workflow-profile", str(project / "profiles" / "slurm"), "--config", "preset=quick")
     assert plan.returncode == 0, plan.output
     assert plan.jobs["run_condition"] == 8  # 4 conditions x 2 repetitions
 
 
+@pytest.mark.workflow
 def test_snakemake_lint_finds_only_the_missing_conda_envs():
     # The rules drive Docker themselves and run in the pinned virtual environment
     # (workflow/envs/requirements.lock); a conda environment would add nothing.
@@ -94,6 +98,7 @@ def test_snakemake_lint_finds_only_the_missing_conda_envs():
     assert set(lints) == {"* Specify a conda environment or container for each rule.:"}, output
 
 
+@pytest.mark.workflow
 def test_repeats_plan_one_job_per_repetition(project):
     plan = dry_run(project, "--config", "preset=quick", "repeats=3")
     assert plan.returncode == 0, plan.output
@@ -102,6 +107,7 @@ def test_repeats_plan_one_job_per_repetition(project):
     assert "results/quick/runs/go_cpu0.25_mem2048_sc3_load05/rep3.parquet" in plan.output
 
 
+@pytest.mark.workflow
 def test_a_presets_repeats_is_its_default_and_the_command_line_overrides_it(project):
     config = write_config(project)
     config["presets"]["quick"]["repeats"] = 2
@@ -112,6 +118,7 @@ def test_a_presets_repeats_is_its_default_and_the_command_line_overrides_it(proj
     assert dry_run(project, "--config", "preset=quick", "repeats=1").jobs["run_condition"] == 4
 
 
+@pytest.mark.workflow
 def test_repeats_zero_names_the_key_and_the_value(project):
     done = snakemake(project, "--dry-run", "--config", "preset=quick", "repeats=0")
     assert done.returncode != 0
@@ -178,6 +185,7 @@ def stubbed(stubbed_once, tmp_path):
     ({"topology": ["process", "task"]}, {ARTICLE_ID + "_task"}),
     ({"topology": ["task"], "app_cpu_units": [1024, 2]}, {ARTICLE_ID + "_task_appcpu1024", ARTICLE_ID + "_task"}),
 ])
+@pytest.mark.workflow
 def test_changing_a_knob_runs_only_the_conditions_it_changes(stubbed, knob_set, new_ids):
     _knob_config(stubbed, knob_set)
     import yaml
@@ -193,6 +201,7 @@ def test_changing_a_knob_runs_only_the_conditions_it_changes(stubbed, knob_set, 
     assert ARTICLE_ID not in plan.conditions
 
 
+@pytest.mark.workflow
 def test_the_mitigations_preset_plans_each_knob_beside_the_article_settings(project):
     plan = dry_run(project, "--config", "preset=mitigations")
     assert plan.returncode == 0, plan.output
@@ -204,6 +213,7 @@ def test_the_mitigations_preset_plans_each_knob_beside_the_article_settings(proj
         assert cid in plan.conditions, cid
 
 
+@pytest.mark.workflow
 def test_the_task_preset_plans_both_layouts(project):
     plan = dry_run(project, "--config", "preset=task")
     assert plan.returncode == 0, plan.output
@@ -247,6 +257,7 @@ def planned(plan):
     return {rule: n for rule, n in plan.jobs.items() if rule not in ("all", "calibration", "model") and n}
 
 
+@pytest.mark.workflow
 def test_a_deleted_run_file_is_measured_again_and_only_it(finished):
     (finished / "results/quick/runs/go_cpu0.25_mem2048_sc3_load05/rep1.parquet").unlink()
     plan = dry_run(finished, *QUICK)
@@ -257,6 +268,7 @@ def test_a_deleted_run_file_is_measured_again_and_only_it(finished):
     assert "Missing output files: results/quick/runs/go_cpu0.25_mem2048_sc3_load05/rep1.parquet" in plan.output
 
 
+@pytest.mark.workflow
 def test_a_deleted_runs_folder_is_measured_again_and_nothing_else(finished):
     shutil.rmtree(finished / "results/quick/runs")
     plan = dry_run(finished, *QUICK)
@@ -265,6 +277,7 @@ def test_a_deleted_runs_folder_is_measured_again_and_nothing_else(finished):
     assert plan.conditions == QUICK_MATRIX and plan.repeats == {1, 2}
 
 
+@pytest.mark.workflow
 def test_a_deleted_calibration_run_is_measured_again_and_only_it(finished):
     run = min((finished / "results/quick/calibration/runs").glob("*/rep2.parquet"))
     run.unlink()
@@ -279,6 +292,7 @@ def append(path, text="\n# edited\n"):
     path.write_text(path.read_text() + text)
 
 
+@pytest.mark.workflow
 def test_editing_the_charts_module_remakes_the_charts_and_measures_nothing(finished):
     append(finished / "scripts/sidecar_bench/charts.py")
     plan = dry_run(finished, *QUICK)
@@ -286,18 +300,21 @@ def test_editing_the_charts_module_remakes_the_charts_and_measures_nothing(finis
     assert "Updated input files: scripts/sidecar_bench/charts.py" in plan.output
 
 
+@pytest.mark.workflow
 def test_editing_the_statistics_remakes_every_analysis_step_and_measures_nothing(finished):
     append(finished / "scripts/sidecar_bench/stats.py")
     plan = dry_run(finished, *QUICK)
     assert planned(plan) == {rule: 1 for rule in ANALYSIS}, plan.output
 
 
+@pytest.mark.workflow
 def test_editing_an_analysis_script_remakes_its_outputs(finished):
     # The code rerun trigger is off (profiles/default): the script is an input of its own rule.
     append(finished / "scripts/make_tables.py")
     assert planned(dry_run(finished, *QUICK)) == {"make_tables": 1}
 
 
+@pytest.mark.workflow
 def test_a_module_both_sides_import_remakes_the_analysis_and_no_run(finished):
     # record.py reads and writes run files: the runner and the analysis both import it.
     append(finished / "scripts/sidecar_bench/record.py")
@@ -305,6 +322,7 @@ def test_a_module_both_sides_import_remakes_the_analysis_and_no_run(finished):
     assert planned(plan) == {rule: 1 for rule in ANALYSIS}, plan.output
 
 
+@pytest.mark.workflow
 def test_editing_the_runners_code_reruns_nothing(finished):
     for path in ("scripts/sidecar_bench/runner.py", "scripts/sidecar_bench/job.py", "scripts/run_condition.py"):
         append(finished / path)
@@ -312,6 +330,7 @@ def test_editing_the_runners_code_reruns_nothing(finished):
     assert plan.nothing_to_do, plan.output
 
 
+@pytest.mark.workflow
 def test_checking_out_an_unchanged_analysis_module_reruns_nothing(finished):
     # Newer but with the checksum recorded when the outputs were made: not an update.
     charts = finished / "scripts/sidecar_bench/charts.py"
