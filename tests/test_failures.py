@@ -359,27 +359,36 @@ def test_with_record_an_app_killed_for_memory_is_recorded_as_oom_killed(client, 
 
 # ---- the real workflow ---------------------------------------------------------------------------------
 
-@pytest.mark.docker
-@pytest.mark.slow
-def test_the_workflow_records_a_killed_run_as_failed_and_goes_on(client, tmp_path):
+def workflow_with_a_killed_app(client, tmp_path, memory_mb: int, *options: str):
+    """A copy of the project whose one condition (Go 0.5 vCPU + 1 sidecar, 2 x 6 s) has its app killed in the first
+    repetition that starts, run through the real Snakefile up to the tables: (condition, project, result,
+    killer)."""
     import yaml
 
     from workflow_helpers import copy_project, snakemake, write_config
 
-    condition = Condition("go", 0.5, 2025, 1, 10)
+    condition = Condition("go", 0.5, memory_mb, 1, 10)
     project = copy_project(tmp_path / "project")
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["failing"] = dict(app=["go"], vcpu=[0.5], memory_mb=[2025], sidecar_count=[1],
+    config["sets"]["failing"] = dict(app=["go"], vcpu=[0.5], memory_mb=[memory_mb], sidecar_count=[1],
                                      sidecar_load_pct=[10])
     config["presets"]["failing"] = {"sets": ["failing"], "repeats": 2, "load": {"duration_s": 6, "warmup_s": 0}}
     write_config(project, preset="failing", sets=config["sets"], presets=config["presets"])
-    killer = Killer(client, condition, "app", timeout_s=600)  # the first repetition that starts
+    killer = Killer(client, condition, "app", timeout_s=600)
     killer.start()
     try:
-        done = snakemake(project, "results/failing/tables", "--config", "on_failure=record", timeout=900)
+        done = snakemake(project, "results/failing/tables", *options, timeout=900)
     finally:
         killer.stop.set()
         killer.join(timeout=60)
+    return condition, project, done, killer
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_workflow_records_a_killed_run_as_failed_and_goes_on(client, tmp_path):
+    condition, project, done, killer = workflow_with_a_killed_app(client, tmp_path, 2025, "--config",
+                                                                  "on_failure=record")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     assert killer.error is None, killer.error
@@ -394,6 +403,8 @@ def test_the_workflow_records_a_killed_run_as_failed_and_goes_on(client, tmp_pat
     assert sorted(per_run["status"]) == ["failed", "measured"]
     assert per_run[per_run["status"] == "failed"]["rps"].isna().all()
     # The recorded failure counts as done: nothing to do until its file is deleted.
+    from workflow_helpers import snakemake
+
     again = snakemake(project, "results/failing/tables", "--dry-run", "--config", "on_failure=record", timeout=120)
     assert "Nothing to be done" in again.stdout + again.stderr
     assert leftovers(client, condition) == []
@@ -405,24 +416,7 @@ def test_on_failure_stop_through_the_workflow_names_the_process_logs_it_and_star
     """The default on_failure (stop), through the real Snakefile: the job fails with the FAILED line naming the
     process, its log file holds the error, and Snakemake starts no other run (repetition 2 waits for every
     first one, so it is the job that would come next)."""
-    import yaml
-
-    from workflow_helpers import copy_project, snakemake, write_config
-
-    condition = Condition("go", 0.5, 2026, 1, 10)
-    project = copy_project(tmp_path / "project")
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["failing"] = dict(app=["go"], vcpu=[0.5], memory_mb=[2026], sidecar_count=[1],
-                                     sidecar_load_pct=[10])
-    config["presets"]["failing"] = {"sets": ["failing"], "repeats": 2, "load": {"duration_s": 6, "warmup_s": 0}}
-    write_config(project, preset="failing", sets=config["sets"], presets=config["presets"])
-    killer = Killer(client, condition, "app", timeout_s=600)  # the first repetition that starts
-    killer.start()
-    try:
-        done = snakemake(project, "results/failing/tables", timeout=900)
-    finally:
-        killer.stop.set()
-        killer.join(timeout=60)
+    condition, project, done, killer = workflow_with_a_killed_app(client, tmp_path, 2026)
     output = done.stdout + done.stderr
     assert killer.error is None, killer.error
     assert done.returncode != 0, output[-6000:]
