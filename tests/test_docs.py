@@ -49,3 +49,11 @@ def test_the_readme_is_short_and_links_every_docs_page():
     assert len(readme.splitlines()) <= 200
     for page in PAGES[1:]:
         assert f"docs/{page.name}" in readme, f"README.md does not link docs/{page.name}"
+
+
+def test_the_packages_map_names_every_module():
+    package = ROOT / "scripts" / "sidecar_bench"
+    text = (package / "__init__.py").read_text()
+    missing = [path.stem for path in sorted(package.glob("*.py"))
+               if path.stem != "__init__" and not re.search(rf"\b{path.stem}\b", text)]
+    assert not missing, f"scripts/sidecar_bench/__init__.py does not map {missing}"

@@ -18,6 +18,7 @@ import pytest
 from sidecar_bench import containers, hey, hosts, image, job, record, runner
 from conftest import hold_engine
 from sidecar_bench.conditions import Condition, LoadSettings
+import sidecar_bench.measurement as measurement_module
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runner"
 ROOT = Path(__file__).resolve().parents[1]
@@ -818,8 +819,8 @@ def test_app_killed_for_memory_fails_with_the_reason_and_leaves_nothing(client, 
 def test_unknown_app_type_fails_with_the_entrypoints_message(client, engine, tmp_path, monkeypatch):
     image_for(client, "sidecar-bench/task:go")
     condition = Condition("go", 0.5, 2041, 0, 0)
-    monkeypatch.setattr(runner, "task_environment", lambda c, burn="wall": {"APP_TYPE": "cobol", "SIDECAR_COUNT": "0",
-                                                                "SIDECAR_LOAD": "0"})
+    monkeypatch.setattr(measurement_module, "task_environment", lambda c, burn="wall": {"APP_TYPE": "cobol",
+                                                                     "SIDECAR_COUNT": "0", "SIDECAR_LOAD": "0"})
     with pytest.raises(runner.RunError, match=r"(?s)go_cpu0.5_mem2041.*exit code 64.*APP_TYPE='cobol'"):
         runner.run_condition(client, condition, LoadSettings(duration_s=3, ready_timeout_s=30),
                              "sidecar-bench/task:go", "sidecar-bench/loadgen:latest", tmp_path / "run.parquet")

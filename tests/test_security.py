@@ -235,7 +235,7 @@ def test_removal_goes_on_past_a_transport_error(error, caplog):
                                      None, None, "run")
     measurement.loadgen = FakeContainer("loadgen", error)
     measurement.task = FakeContainer("task")
-    with caplog.at_level(logging.WARNING, logger=runner.log.name):
+    with caplog.at_level(logging.WARNING, logger=runner.Measurement.__module__):
         measurement.remove()  # raises nothing
     assert measurement.task.removed
     assert "listing containers of run run failed" in caplog.text

@@ -325,7 +325,8 @@ def test_a_module_both_sides_import_remakes_the_analysis_and_no_run(finished):
 
 @pytest.mark.workflow
 def test_editing_the_runners_code_reruns_nothing(finished):
-    for path in ("scripts/sidecar_bench/runner.py", "scripts/sidecar_bench/job.py", "scripts/run_condition.py"):
+    for path in ("scripts/sidecar_bench/runner.py", "scripts/sidecar_bench/measurement.py",
+                 "scripts/sidecar_bench/job.py", "scripts/run_condition.py"):
         append(finished / path)
     plan = dry_run(finished, *QUICK)
     assert plan.nothing_to_do, plan.output
