@@ -91,8 +91,12 @@ def provenance(results: Path, preset: str, measured_commit: str | None = None) -
     calibration_metas = [read_meta(path) for path in sorted((base / "calibration" / "runs").glob("*/rep*.parquet"))]
     busy = (pd.to_numeric(runs["host_busy_pct"], errors="coerce").dropna() if "host_busy_pct" in runs.columns
             else pd.Series(dtype=float))
-    loads = {json.dumps({k: meta["load"].get(k) for k in ("duration_s", "warmup_s", "concurrency", "sidecar_burn")},
-                        sort_keys=True) for meta in metas}
+    # Each distinct load setting and the apps measured with it (a preset may warm Next.js up longer than Go).
+    loads: dict[str, set[str]] = {}
+    for meta in metas:
+        text = json.dumps({k: meta["load"].get(k) for k in ("duration_s", "warmup_s", "concurrency", "sidecar_burn")},
+                          sort_keys=True)
+        loads.setdefault(text, set()).add(str((meta.get("condition") or {}).get("app", "?")))
     flagged = {code: int(summary[f"flag_{code}"].sum()) for code in flagmod.CODES if f"flag_{code}" in summary}
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
     recorded = sorted({str(meta["environment"]["project_commit"]) for meta in [*metas, *calibration_metas]
@@ -109,7 +113,7 @@ def provenance(results: Path, preset: str, measured_commit: str | None = None) -
         "conditions": int(len(summary)),
         "runs": int(len(runs)),
         "repeats": sorted({int(r) for r in summary["repeats"]}),
-        "settings": [json.loads(text) for text in sorted(loads)],
+        "settings": [{**json.loads(text), "apps": sorted(apps)} for text, apps in sorted(loads.items())],
         "measured_from": starts[0] if starts else None,
         "measured_to": ends[-1] if ends else None,
         "stretches": stretches(metas),
@@ -145,8 +149,10 @@ def _short(commit: str) -> str:
 def provenance_markdown(info: dict[str, Any], title: str) -> str:
     host = info["host"]
     parts = info.get("stretches") or []
+    several = len(info["settings"]) > 1
     settings = "; ".join(
-        f"{s['duration_s']:g} s window, {s['warmup_s']:g} s warm-up, concurrency {s['concurrency']}, "
+        (f"{', '.join(s['apps'])}: " if several and s.get("apps") else "")
+        + f"{s['duration_s']:g} s window, {s['warmup_s']:g} s warm-up, concurrency {s['concurrency']}, "
         f"sidecar burn {s['sidecar_burn']}" for s in info["settings"])
     flagged = ", ".join(f"{code} {count}" for code, count in info["flagged_by_flag"].items() if count) or "none"
     return "\n".join([

@@ -21,6 +21,7 @@ def test_published_set_carries_its_provenance(tmp_path):
     assert info["conditions"] == 2 and info["runs"] == 4
     assert info["repeats"] == [2]
     assert info["settings"][0]["duration_s"] == 5
+    assert info["settings"][0]["apps"] and set(info["settings"][0]["apps"]) <= {"go", "next"}
     assert len(info["commit"]) == 40
     # The 2 vCPU condition on the synthetic 2-CPU host is host-bound, and says so.
     assert info["flagged_by_flag"]["host_bound"] >= 1
@@ -178,3 +179,10 @@ def test_a_set_measured_in_several_sittings_says_when_each_part_was_measured():
     text = publish.provenance_markdown(info, "t")
     assert "09:56:30+00:00: 2 runs, commit 2b6a71e, 2b6a71e-dirty" in text
     assert "in 3 stretches:" in text and "  - 2026-12-01T12:05:00+00:00 to 2026-12-01T12:14:10+00:00: 3 runs" in text
+    two = {**info, "settings": [
+        {"duration_s": 10, "warmup_s": 30, "concurrency": 10, "sidecar_burn": "wall", "apps": ["next"]},
+        {"duration_s": 10, "warmup_s": 5, "concurrency": 10, "sidecar_burn": "wall", "apps": ["go"]}]}
+    assert ("next: 10 s window, 30 s warm-up, concurrency 10, sidecar burn wall; go: 10 s window, 5 s warm-up"
+            in publish.provenance_markdown(two, "t"))
+    one = {**info, "settings": two["settings"][1:]}
+    assert "(repeats 3); 10 s window, 5 s warm-up" in publish.provenance_markdown(one, "t")
