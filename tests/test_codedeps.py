@@ -27,7 +27,7 @@ def test_imports_are_followed_through_modules_relative_imports_and_functions(tmp
 
 
 def test_the_chart_script_runs_the_charts_module_and_not_the_runner():
-    found = {path.name for path in project_code(ROOT / "scripts" / "plot_charts.py", ROOT / "scripts")}
+    found = {path.name for path in project_code(ROOT / "workflow" / "scripts" / "plot_charts.py", ROOT / "scripts")}
     assert {"plot_charts.py", "charts.py", "stats.py", "record.py"} <= found
     assert not found & {"runner.py", "measurement.py", "task_measurement.py", "job.py", "hosts.py", "lease.py",
                         "run_condition.py"}
@@ -39,7 +39,7 @@ TABLE_MODULES = {"tables.py", "mitigations.py", "model_tables.py", "burn_tables.
 
 
 def code_of(script: str) -> list[Path]:
-    return project_code(ROOT / "scripts" / f"{script}.py", ROOT / "scripts")
+    return project_code(ROOT / "workflow" / "scripts" / f"{script}.py", ROOT / "scripts")
 
 
 def test_the_tables_run_no_chart_code_and_the_charts_no_table_code():

@@ -177,7 +177,7 @@ def test_a_new_version_of_the_runner_script_remeasures_nothing(finished):
     # The code rerun trigger is off (profiles/default): upgrading the tool must not
     # re-measure hours of runs; what changes a run's result are its params and images.
     project, _, _ = finished
-    with edited(project / "scripts" / "run_condition.py", "\n# edited\n"):
+    with edited(project / "workflow" / "scripts" / "run_condition.py", "\n# edited\n"):
         plan = dry_run(project)
     assert plan.returncode == 0, plan.output
     assert plan.conditions == set(), plan.output

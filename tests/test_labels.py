@@ -42,7 +42,8 @@ def test_the_dockerfiles_label_their_variant_with_the_same_key():
 
 def test_no_other_module_spells_a_label_key():
     spelled = [f"{path.relative_to(ROOT)}:{number}"
-               for path in sorted((ROOT / "scripts").rglob("*.py")) if path.name != "labels.py"
+               for folder in ("scripts", "workflow")
+               for path in sorted((ROOT / folder).rglob("*.py")) if path.name != "labels.py"
                for number, line in enumerate(path.read_text().splitlines(), 1)
                if re.search(r"""["']org\.sidecar-bench\.""", line)]
     assert spelled == []

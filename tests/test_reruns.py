@@ -39,7 +39,7 @@ def plan_runs(project: Path, *config: str):
 def finished_once(tmp_path_factory):
     project = copy_project(tmp_path_factory.mktemp("reruns") / "project")
     for script in ("build_image.py", "run_condition.py"):
-        (project / "scripts" / script).write_text(STUB)
+        (project / "workflow" / "scripts" / script).write_text(STUB)
     done = snakemake(project, *QUICK, "--", *RUNS)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     plan = plan_runs(project)

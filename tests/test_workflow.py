@@ -160,7 +160,7 @@ def stubbed_once(tmp_path_factory):
     (project / "results" / "images").mkdir(parents=True)
     for variant in ("go-sidecar", "loadgen"):
         (project / "results" / "images" / f"{variant}.json").write_text("{}")
-    (project / "scripts" / "run_condition.py").write_text(STUB_RUN)
+    (project / "workflow" / "scripts" / "run_condition.py").write_text(STUB_RUN)
     _knob_config(project, {"cpu_period_ms": [20]})
     done = snakemake(project, "--config", "preset=kt", "--allowed-rules", "run_condition", "--",
                      *_run_files([ARTICLE_ID, ARTICLE_ID + "_period20ms"]))
@@ -311,7 +311,7 @@ def test_editing_the_statistics_remakes_every_analysis_step_and_measures_nothing
 @pytest.mark.workflow
 def test_editing_an_analysis_script_remakes_its_outputs(finished):
     # The code rerun trigger is off (profiles/default): the script is an input of its own rule.
-    append(finished / "scripts/make_tables.py")
+    append(finished / "workflow/scripts/make_tables.py")
     assert planned(dry_run(finished, *QUICK)) == {"make_tables": 1}
 
 
@@ -326,7 +326,7 @@ def test_a_module_both_sides_import_remakes_the_analysis_and_no_run(finished):
 @pytest.mark.workflow
 def test_editing_the_runners_code_reruns_nothing(finished):
     for path in ("scripts/sidecar_bench/runner.py", "scripts/sidecar_bench/measurement.py",
-                 "scripts/sidecar_bench/job.py", "scripts/run_condition.py"):
+                 "scripts/sidecar_bench/job.py", "workflow/scripts/run_condition.py"):
         append(finished / path)
     plan = dry_run(finished, *QUICK)
     assert plan.nothing_to_do, plan.output

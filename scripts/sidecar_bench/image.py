@@ -602,7 +602,7 @@ def ensure_variant(
 
 def describe(variant: str, base_image: str, image_ids: dict[str, str], versions: dict[str, str],
              root: Path | None = None) -> dict:
-    """The build reference written by the build_image rule (see scripts/build_image.py); root: the
+    """The build reference written by the build_image rule (see workflow/scripts/build_image.py); root: the
     task-image folder the image was built from (default: the one beside this package)."""
     return {
         "variant": variant,

@@ -157,7 +157,7 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
          image_refs: Mapping[str, str], out: str, lock_dir: str, progress: Mapping[str, Any] | None = None,
          image_settings: Mapping[str, Any] | None = None, repeat: int = 1, on_failure: str = "stop",
          capacity_file: str | None = None, task_image_dir: str | None = None) -> Path:
-    """The run_condition Snakemake job (scripts/run_condition.py): lock an engine, measure, write `out`.
+    """The run_condition Snakemake job (workflow/scripts/run_condition.py): lock an engine, measure, write `out`.
 
     condition: Condition.as_dict(); load: LoadSettings fields; hosts: [{"name", "url"}] (url None =
     docker.from_env()); image_refs: {"task": path, "loadgen": path} of the image rule's JSON

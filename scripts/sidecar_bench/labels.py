@@ -33,5 +33,5 @@ HAPROXY_VERSION_LABEL = PREFIX + "haproxy-version"
 HAPROXY_CONFIG_DIGEST_LABEL = PREFIX + "haproxy-config-sha256"
 # The short-lived container that reads an image's versions folder.
 IMAGE_HELPER_LABEL = PREFIX + "image-helper"
-# Containers of a study script (scripts/openloop_limits.py): the study's name.
+# Containers of a study script (scripts/dev/openloop_limits.py): the study's name.
 STUDY_LABEL = PREFIX + "study"

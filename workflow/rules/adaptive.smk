@@ -54,7 +54,7 @@ checkpoint decide_repeat:
         planned=REPEATS,
         adaptive=ADAPTIVE.as_dict(),
     script:
-        "../../scripts/decide_repeat.py"
+        "../scripts/decide_repeat.py"
 
 
 localrules:

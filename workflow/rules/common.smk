@@ -175,13 +175,15 @@ def get_repeat_priority(wildcards):
 
 
 def get_analysis_code(script):
-    """The analysis script scripts/<script>.py and every project module it imports: inputs of its rule, so that
-    an edit of either remakes the rule's outputs. Run rules never list them (see profiles/default).
+    """The analysis script workflow/scripts/<script>.py and every library module it imports: inputs of its
+    rule, so that an edit of either remakes the rule's outputs. Run rules never list them (see profiles/default).
     """
-    scripts = PROJECT_DIR / "scripts"
     return [
         os.path.relpath(path)
-        for path in project_code(scripts / f"{script}.py", scripts)
+        for path in project_code(
+            PROJECT_DIR / "workflow" / "scripts" / f"{script}.py",
+            PROJECT_DIR / "scripts",
+        )
     ]
 
 

@@ -15,4 +15,4 @@ rule build_image:
         digest=get_image_digest,
         base_image=EXPERIMENT.image["base"],
     script:
-        "../../scripts/build_image.py"
+        "../scripts/build_image.py"

@@ -21,7 +21,7 @@ rule run_calibration:
         condition=get_calibration_condition,
         load=get_calibration_load,
     script:
-        "../../scripts/run_condition.py"
+        "../scripts/run_condition.py"
 
 
 rule calibrate:
@@ -46,7 +46,7 @@ rule calibrate:
             cell.condition.id for cell in CALIBRATION_CELLS if cell.in_matrix
         ),
     script:
-        "../../scripts/calibrate.py"
+        "../scripts/calibrate.py"
 
 
 rule model_report:
@@ -75,7 +75,7 @@ rule model_report:
     params:
         sidecar_burn=EXPERIMENT.load.sidecar_burn,
     script:
-        "../../scripts/model_report.py"
+        "../scripts/model_report.py"
 
 
 # Sidecars that burn what they claim: where another preset whose sidecars burn the other way
@@ -102,7 +102,7 @@ if BURN_PEERS:
             burns=[EXPERIMENT.load.sidecar_burn] + list(BURN_PEERS.values()),
             presets=[PRESET] + list(BURN_PEERS),
         script:
-            "../../scripts/burn_comparison.py"
+            "../scripts/burn_comparison.py"
 
     localrules:
         burn_comparison,

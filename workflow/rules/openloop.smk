@@ -13,7 +13,7 @@ checkpoint compute_capacity:
     log:
         "results/{preset}/logs/compute_capacity/{setup}.log",
     script:
-        "../../scripts/compute_capacity.py"
+        "../scripts/compute_capacity.py"
 
 
 rule compare_open_closed:
@@ -30,7 +30,7 @@ rule compare_open_closed:
     log:
         "results/{preset}/logs/compare_open_closed.log",
     script:
-        "../../scripts/compare_open_closed.py"
+        "../scripts/compare_open_closed.py"
 
 
 localrules:

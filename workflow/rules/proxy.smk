@@ -22,7 +22,7 @@ rule proxy_report:
         memory_mb=memory_of(EXPERIMENT.conditions),
         no_limit_vcpu=CALIBRATION_NO_LIMIT_VCPU,
     script:
-        "../../scripts/proxy_report.py"
+        "../scripts/proxy_report.py"
 
 
 localrules:

@@ -21,7 +21,7 @@ rule aggregate_runs:
     log:
         "results/{preset}/logs/aggregate_runs.log",
     script:
-        "../../scripts/aggregate_runs.py"
+        "../scripts/aggregate_runs.py"
 
 
 rule make_tables:
@@ -39,7 +39,7 @@ rule make_tables:
     log:
         "results/{preset}/logs/make_tables.log",
     script:
-        "../../scripts/make_tables.py"
+        "../scripts/make_tables.py"
 
 
 rule plot_charts:
@@ -58,7 +58,7 @@ rule plot_charts:
     log:
         "results/{preset}/logs/plot_charts.log",
     script:
-        "../../scripts/plot_charts.py"
+        "../scripts/plot_charts.py"
 
 
 # With a cluster executor these run where snakemake runs: they measure nothing.

@@ -21,4 +21,4 @@ rule run_condition:
         condition=get_condition,
         load=get_load,
     script:
-        "../../scripts/run_condition.py"
+        "../scripts/run_condition.py"

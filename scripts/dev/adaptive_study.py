@@ -1,6 +1,6 @@
 """What adaptive repetitions would cost and save, simulated on a published set's per-run rows.
 
-    .venv/bin/python scripts/adaptive_study.py [--runs results/published/figure/runs_summary.csv]
+    .venv/bin/python scripts/dev/adaptive_study.py [--runs results/published/figure/runs_summary.csv]
         [--max-repeats 6] [--draws 200]
 
 The stopping rule is sidecar_bench.adaptive.decide, the checkpoint's own code, fed the

@@ -14,7 +14,7 @@ Also a command for a published set, whose raw runs are gone but whose summaries 
 model/tables and model/charts (PNG, SVG) again from its summary.csv, runs_summary.csv and calibration/ with this
 version's model, replacing what was there:
 
-    .venv/bin/python scripts/model_report.py results/published/article
+    .venv/bin/python workflow/scripts/model_report.py results/published/article
 """
 
 import argparse

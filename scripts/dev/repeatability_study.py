@@ -3,7 +3,7 @@
     snakemake --cores 1 --config preset=study-30s
     snakemake --cores 1 --config preset=study-10s
     snakemake --cores 1 --config preset=study-10s-warm
-    .venv/bin/python scripts/repeatability_study.py [--results results] [--out results/published/repeatability]
+    .venv/bin/python scripts/dev/repeatability_study.py [--results results] [--out results/published/repeatability]
 
 The three presets measure the same six conditions three times each: 30 s runs,
 10 s runs, and 10 s runs after 5 s of warm-up. From their run files this
@@ -124,7 +124,7 @@ def main(results: str = "results", out: str = "results/published/repeatability")
     text = markdown(frame)
     (out_dir / "repeatability.md").write_text(
         "# Repeatability study: 1 x 30 s against 3 x 10 s (with and without warm-up)\n\n"
-        "Made by scripts/repeatability_study.py from the presets study-30s, study-10s and study-10s-warm.\n\n"
+        "Made by scripts/dev/repeatability_study.py from the presets study-30s, study-10s and study-10s-warm.\n\n"
         + text)
     print(text)
     return frame

@@ -26,8 +26,8 @@ It prints one JSON object: per run the harness time, its phases, how many SSH co
 and channels (sessions: a remote command each) and API requests it made; then the median per
 run, the median of each phase and the slowest phase.
 
-    .venv/bin/python scripts/bench_harness.py                        # local engine, 3 x 2 runs
-    .venv/bin/python scripts/bench_harness.py --host ssh://root@127.0.0.1:2222 --reps 5
+    .venv/bin/python scripts/dev/bench_harness.py                        # local engine, 3 x 2 runs
+    .venv/bin/python scripts/dev/bench_harness.py --host ssh://root@127.0.0.1:2222 --reps 5
 
 Snakemake's own scheduling between jobs (and its script preamble's import of snakemake) is
 not part of it: it is the same for every engine address. The images must exist on the engine
@@ -144,7 +144,7 @@ def instrument(recorder: Recorder) -> None:
 
 def child(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
-    # What scripts/run_condition.py imports.
+    # What workflow/scripts/run_condition.py imports.
     from sidecar_bench import job
     from sidecar_bench.experiment import resolve_experiment  # noqa: F401
     from sidecar_bench.hosts import lock_dir  # noqa: F401

@@ -1,6 +1,6 @@
 """When does each app's rate stop rising? The measurement behind load.warmup (docs/method.md).
 
-    .venv/bin/python scripts/warmup_study.py [--preset article] [--seconds 60] [--repeats 3]
+    .venv/bin/python scripts/dev/warmup_study.py [--preset article] [--seconds 60] [--repeats 3]
         [--sidecars 0,3] [--only next_cpu0.25] [--out results/warmup-study]
 
 For every app and vCPU of the preset's matrix, with no sidecar and with idle sidecars
@@ -50,7 +50,7 @@ from sidecar_bench.hosts import host_lock, lock_dir
 from sidecar_bench.stats import thirds_of_counts
 from sidecar_bench.warmup import WarmupSettings, rates_per_second, steady_time
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cells(preset: str, sidecars: list[int], only: str | None) -> list[Condition]:

@@ -1,6 +1,6 @@
 """Benchmark of the analysis stages on synthetic run files of a full-size matrix.
 
-    .venv/bin/python scripts/bench_analysis.py [--times 3] [--stages aggregate,tables,charts,calibrate,model]
+    .venv/bin/python scripts/dev/bench_analysis.py [--times 3] [--stages aggregate,tables,charts,calibrate,model]
                                                [--keep DIR] [--runs N --repeats R]
 
 Default: the published `article` set's shape: its 187 conditions x 3 repetitions with 10 s windows,
@@ -30,8 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parent
-ROOT = SCRIPTS.parent
+ROOT = Path(__file__).resolve().parents[2]
+RULE_SCRIPTS = ROOT / "workflow" / "scripts"
 REFERENCE = ROOT / "workflow" / "reference" / "article-results.csv"
 PUBLISHED_RUNS = ROOT / "results" / "published" / "article" / "runs_summary.csv"
 STAGES = ("aggregate", "tables", "charts", "calibrate", "model")
@@ -124,8 +124,10 @@ def generate(work: Path, count: int | None = None, repeats: int = 3) -> dict:
 def time_stage(stage: str, work: Path) -> dict:
     """One stage in a fresh process (its peak RSS is that stage's alone, as under Snakemake)."""
     start = time.perf_counter()
+    # The stage imports its rule script (aggregate_runs, ...) from workflow/scripts, as Snakemake runs it.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(RULE_SCRIPTS), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, __file__, "--stage", stage, "--work", str(work)],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     if out.returncode:
         raise SystemExit(f"stage {stage} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])

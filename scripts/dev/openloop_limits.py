@@ -8,9 +8,9 @@ latency quantiles, and the generator's own CPU per request, from its container's
 getrusage. The host's load average is printed beside each rate: on a shared host the
 limit is as much the neighbours' as the generator's.
 
-    .venv/bin/python scripts/openloop_limits.py --path /work --rates 500,1000,2000,3000
-    .venv/bin/python scripts/openloop_limits.py --path /stats --rates 2000,5000,10000,20000
-    .venv/bin/python scripts/openloop_limits.py --path /work --hey 10   # hey's CPU per request, to compare
+    .venv/bin/python scripts/dev/openloop_limits.py --path /work --rates 500,1000,2000,3000
+    .venv/bin/python scripts/dev/openloop_limits.py --path /stats --rates 2000,5000,10000,20000
+    .venv/bin/python scripts/dev/openloop_limits.py --path /work --hey 10   # hey's CPU per request, to compare
 
 Holds the engine's measurement lock for the whole ladder.
 """
