@@ -53,7 +53,9 @@ def _built_images(path: Path) -> set[str]:
     return set((json.loads(path.read_text()).get("hosts") or {}).values())
 
 
-def plan(config: dict[str, Any], source: str, target: str, results: Path) -> tuple[list[tuple[Path, Path]], Counter]:
+def plan(
+    config: dict[str, Any], source: str, target: str, results: Path
+) -> tuple[list[tuple[Path, Path]], Counter]:
     """[(from, to)] of the runs TO can take over, and a count of the runs left, by reason."""
     want = _experiment(config, target)
     conditions = {c.id: c for c in want.conditions}
@@ -78,8 +80,12 @@ def plan(config: dict[str, Any], source: str, target: str, results: Path) -> tup
         except RunFileError:
             left["not a readable run file"] += 1
             continue
-        load = want.load.for_app(conditions[cid].app).measured()  # the settings that can change a measurement
-        measured = {key: meta["load"].get(key, "wall" if key == "sidecar_burn" else None) for key in load}
+        load = want.load.for_app(
+            conditions[cid].app
+        ).measured()  # the settings that can change a measurement
+        measured = {
+            key: meta["load"].get(key, "wall" if key == "sidecar_burn" else None) for key in load
+        }
         if measured != load:
             left["other load settings"] += 1
             continue
@@ -108,8 +114,13 @@ def copy_run(path: Path, dest: Path) -> None:
         part.unlink(missing_ok=True)
 
 
-def main(source: str, target: str, results: str = "results", config_file: str | Path = ROOT / "config.yaml",
-         dry_run: bool = False) -> tuple[list[tuple[Path, Path]], Counter]:
+def main(
+    source: str,
+    target: str,
+    results: str = "results",
+    config_file: str | Path = ROOT / "config.yaml",
+    dry_run: bool = False,
+) -> tuple[list[tuple[Path, Path]], Counter]:
     if source == target:
         raise SystemExit(f"adopt_runs: FROM and TO are both {source!r}")
     config = yaml.safe_load(Path(config_file).read_text())
@@ -130,6 +141,8 @@ if __name__ == "__main__":
     parser.add_argument("target", metavar="TO_PRESET")
     parser.add_argument("--results", default="results")
     parser.add_argument("--config", default=str(ROOT / "config.yaml"))
-    parser.add_argument("--dry-run", action="store_true", help="say what would be taken over; copy nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="say what would be taken over; copy nothing"
+    )
     args = parser.parse_args()
     main(args.source, args.target, args.results, args.config, args.dry_run)

@@ -130,10 +130,13 @@ slurm_installed() {
   done
 }
 
-# Lint before the tests: ruff (pyproject.toml, [tool.ruff]) on the Python, snakefmt on the rules.
+# Lint before the tests: ruff's lint and format check (pyproject.toml, [tool.ruff]) on the Python, snakefmt on the rules.
 lint() {
   printf 'lint: ruff check\n' >&2
   "$VENV/bin/ruff" check --no-cache "$ROOT" || die "ruff check failed (configuration: pyproject.toml, [tool.ruff])."
+  printf 'lint: ruff format --check\n' >&2
+  "$VENV/bin/ruff" format --check --no-cache "$ROOT" \
+    || die "ruff format would change the files above; run: .venv/bin/ruff format ."
   printf 'lint: snakefmt --check\n' >&2
   "$VENV/bin/snakefmt" --check Snakefile workflow/rules/ \
     || die "snakefmt would change the rule files; run: .venv/bin/snakefmt Snakefile workflow/rules/"

@@ -47,11 +47,15 @@ def status(host: dict) -> bool:
     try:
         client = client_for(host, 30)
         print(f"{host['name']}: lease {lease.status(client)}")
-        for container in client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"}):
+        for container in client.containers.list(
+            all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"}
+        ):
             if LEASE_LABEL in (container.labels or {}):
                 continue
-            print(f"{host['name']}:   container {container.name} ({container.status}, "
-                  f"{container.labels.get(CONDITION_LABEL, '?')}, created {container.attrs.get('Created', '?')[:19]})")
+            print(
+                f"{host['name']}:   container {container.name} ({container.status}, "
+                f"{container.labels.get(CONDITION_LABEL, '?')}, created {container.attrs.get('Created', '?')[:19]})"
+            )
         client.close()
         return True
     except UNREACHABLE as err:
@@ -66,18 +70,29 @@ def clean(host: dict, wait: bool) -> bool:
     except HostError as err:
         print(f"{host['name']}: {err}", file=sys.stderr)
         return False
-    print(f"{host['name']}: removed {len(removed)} container(s)" + (f": {', '.join(removed)}" if removed else ""))
+    print(
+        f"{host['name']}: removed {len(removed)} container(s)"
+        + (f": {', '.join(removed)}" if removed else "")
+    )
     return True
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", type=Path, default=Path("config.yaml"), help="config.yaml with the hosts")
+    parser.add_argument(
+        "--config", type=Path, default=Path("config.yaml"), help="config.yaml with the hosts"
+    )
     parser.add_argument("--host", action="append", help="only this host (repeatable)")
-    parser.add_argument("--status", action="store_true", help="only show leases and containers, remove nothing")
-    parser.add_argument("--no-wait", action="store_true", help="skip a busy engine instead of waiting for it")
+    parser.add_argument(
+        "--status", action="store_true", help="only show leases and containers, remove nothing"
+    )
+    parser.add_argument(
+        "--no-wait", action="store_true", help="skip a busy engine instead of waiting for it"
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(message)s"
+    )
     ok = True
     for host in hosts_of(args.config, args.host):
         ok &= status(host) if args.status else clean(host, wait=not args.no_wait)

@@ -35,8 +35,20 @@ from sidecar_bench.stats import condition_ratio
 KEY = "condition_id"
 SWEEP = ["app", "vcpu", "sidecar_count", "memory_mb"]
 DEFAULT_METRICS = ("retention", "p99_ms", "slow_1p_share", "slow_2p_share")
-KNOWN_METRICS = ("retention", "rps", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "slow_1p_share",
-                 "slow_2p_share", "slow_3p_share", "sidecars_cpu_pct", "app_cpu_pct")
+KNOWN_METRICS = (
+    "retention",
+    "rps",
+    "p50_ms",
+    "p90_ms",
+    "p95_ms",
+    "p99_ms",
+    "p99_9_ms",
+    "slow_1p_share",
+    "slow_2p_share",
+    "slow_3p_share",
+    "sidecars_cpu_pct",
+    "app_cpu_pct",
+)
 
 
 class CompareError(ValueError):
@@ -69,38 +81,59 @@ def _bounds(row: pd.Series, metric: str, side: str) -> tuple[float, float, float
     return value, lo, hi
 
 
-def compare(published: pd.DataFrame, yours: pd.DataFrame, metrics: tuple[str, ...] = DEFAULT_METRICS) -> pd.DataFrame:
+def compare(
+    published: pd.DataFrame, yours: pd.DataFrame, metrics: tuple[str, ...] = DEFAULT_METRICS
+) -> pd.DataFrame:
     """One row per condition and metric: both values, both intervals, agree (the intervals overlap)."""
     unknown = [m for m in metrics if m not in KNOWN_METRICS]
     if unknown:
-        raise CompareError(f"--metrics: unknown metric(s) {', '.join(unknown)}; known: {', '.join(KNOWN_METRICS)}")
+        raise CompareError(
+            f"--metrics: unknown metric(s) {', '.join(unknown)}; known: {', '.join(KNOWN_METRICS)}"
+        )
     for name, frame in (("published", published), ("yours", yours)):
         missing = [c for c in (KEY, *SWEEP, "total_sidecar_load_pct", "rps") if c not in frame]
         if missing:
-            raise CompareError(f"the {name} summary lacks column(s) {', '.join(missing)}: is it a summary.csv?")
+            raise CompareError(
+                f"the {name} summary lacks column(s) {', '.join(missing)}: is it a summary.csv?"
+            )
     published, yours = with_retention(published), with_retention(yours)
     keep = [KEY, *SWEEP, "total_sidecar_load_pct"]
     columns = [c for m in metrics for c in (m, f"{m}_lo", f"{m}_hi")]
     # Suffix every metric column, also those only one side has.
     left = published[keep + [c for c in columns if c in published]].rename(
-        columns={c: f"{c}_published" for c in columns})
-    right = yours[[KEY] + [c for c in columns if c in yours]].rename(columns={c: f"{c}_yours" for c in columns})
+        columns={c: f"{c}_published" for c in columns}
+    )
+    right = yours[[KEY] + [c for c in columns if c in yours]].rename(
+        columns={c: f"{c}_yours" for c in columns}
+    )
     joined = left.merge(right, on=KEY)
     if joined.empty:
-        raise CompareError("the two summaries have no condition in common (compare the same preset)")
+        raise CompareError(
+            "the two summaries have no condition in common (compare the same preset)"
+        )
     rows = []
     for _, row in joined.iterrows():
         for metric in metrics:
             value_p, lo_p, hi_p = _bounds(row, metric, "published")
             value_y, lo_y, hi_y = _bounds(row, metric, "yours")
             known = not (math.isnan(value_p) or math.isnan(value_y))
-            rows.append({
-                KEY: row[KEY], "app": row["app"], "vcpu": row["vcpu"], "sidecar_count": row["sidecar_count"],
-                "total_sidecar_load_pct": row["total_sidecar_load_pct"], "metric": metric,
-                "published": value_p, "published_lo": lo_p, "published_hi": hi_p,
-                "yours": value_y, "yours_lo": lo_y, "yours_hi": hi_y,
-                "agree": bool(known and lo_y <= hi_p and lo_p <= hi_y) if known else None,
-            })
+            rows.append(
+                {
+                    KEY: row[KEY],
+                    "app": row["app"],
+                    "vcpu": row["vcpu"],
+                    "sidecar_count": row["sidecar_count"],
+                    "total_sidecar_load_pct": row["total_sidecar_load_pct"],
+                    "metric": metric,
+                    "published": value_p,
+                    "published_lo": lo_p,
+                    "published_hi": hi_p,
+                    "yours": value_y,
+                    "yours_lo": lo_y,
+                    "yours_hi": hi_y,
+                    "agree": bool(known and lo_y <= hi_p and lo_p <= hi_y) if known else None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -120,19 +153,26 @@ def _fmt(value: float, lo: float, hi: float, metric: str) -> str:
 
 
 def render(table: pd.DataFrame, factor: float) -> str:
-    lines = ["| condition | metric | published [95 %] | yours [95 %] | agree |", "|---|---|---|---|---|"]
+    lines = [
+        "| condition | metric | published [95 %] | yours [95 %] | agree |",
+        "|---|---|---|---|---|",
+    ]
     for _, row in table.iterrows():
         agree = {True: "yes", False: "NO", None: "-"}[row["agree"]]
-        lines.append(f"| {row[KEY]} | {row['metric']} | "
-                     f"{_fmt(row['published'], row['published_lo'], row['published_hi'], row['metric'])} | "
-                     f"{_fmt(row['yours'], row['yours_lo'], row['yours_hi'], row['metric'])} | {agree} |")
+        lines.append(
+            f"| {row[KEY]} | {row['metric']} | "
+            f"{_fmt(row['published'], row['published_lo'], row['published_hi'], row['metric'])} | "
+            f"{_fmt(row['yours'], row['yours_lo'], row['yours_hi'], row['metric'])} | {agree} |"
+        )
     lines.append("")
     for metric, part in table.groupby("metric", sort=False):
         judged = part["agree"].dropna()
         if judged.empty:
             lines.append(f"- {metric}: not in both summaries, or no value to compare")
             continue
-        lines.append(f"- {metric}: {int(judged.sum())} of {len(judged)} cells agree within the intervals")
+        lines.append(
+            f"- {metric}: {int(judged.sum())} of {len(judged)} cells agree within the intervals"
+        )
     lines.append(f"- host factor (median RPS yours / published): {factor:.2f}")
     return "\n".join(lines)
 
@@ -141,8 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("published", type=Path)
     parser.add_argument("yours", type=Path)
-    parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
-                        help=f"comma-separated, from: {', '.join(KNOWN_METRICS)}")
+    parser.add_argument(
+        "--metrics",
+        default=",".join(DEFAULT_METRICS),
+        help=f"comma-separated, from: {', '.join(KNOWN_METRICS)}",
+    )
     parser.add_argument("--out", type=Path, help="also write the comparison as CSV")
     args = parser.parse_args(argv)
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())

@@ -49,8 +49,10 @@ SUMMARY_CHARTS = {
     "rps_by_memory": charts.memory_chart,
     "tail_share_vs_load": lambda summary, ref: charts.tail_share_chart(summary),
 }
-METHOD = ("mean of the runs, Student's t 95 % interval over their values (2+ runs), run-to-run CV per metric; "
-          "ratios with both sides' uncertainty (Welch's t on the runs' logs)")
+METHOD = (
+    "mean of the runs, Student's t 95 % interval over their values (2+ runs), run-to-run CV per metric; "
+    "ratios with both sides' uncertainty (Welch's t on the runs' logs)"
+)
 
 
 class ResummariseError(ValueError):
@@ -59,8 +61,9 @@ class ResummariseError(ValueError):
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -69,7 +72,9 @@ def rerun_flags(per_run: pd.DataFrame) -> pd.DataFrame:
     """The runs' flags by today's rules, from their rows (failed runs keep theirs)."""
     out = per_run.copy()
     measured = out["status"] != FAILED
-    out.loc[measured, "flags"] = [flagmod.join(flagmod.run_flags(row)) for row in out[measured].to_dict("records")]
+    out.loc[measured, "flags"] = [
+        flagmod.join(flagmod.run_flags(row)) for row in out[measured].to_dict("records")
+    ]
     return out
 
 
@@ -78,14 +83,18 @@ def resummarise(set_dir: Path, reference: Path = REFERENCE) -> dict:
     set_dir = Path(set_dir)
     runs_csv = set_dir / "runs_summary.csv"
     if not runs_csv.exists():
-        raise ResummariseError(f"{runs_csv}: no such file; a published set keeps its per-run rows there")
+        raise ResummariseError(
+            f"{runs_csv}: no such file; a published set keeps its per-run rows there"
+        )
     per_run = pd.read_csv(runs_csv, keep_default_na=False, na_values=[""])
     per_run["flags"] = per_run["flags"].fillna("")
     counts = per_run[per_run["status"] != FAILED].groupby("condition_id").size()
     single = sorted(counts[counts < 2].index)
     if single:
-        raise ResummariseError(f"{runs_csv}: condition(s) {', '.join(single[:5])} have one measured run; their "
-                               "interval needs the run file (within-run only): summarise them with aggregate_runs")
+        raise ResummariseError(
+            f"{runs_csv}: condition(s) {', '.join(single[:5])} have one measured run; their "
+            "interval needs the run file (within-run only): summarise them with aggregate_runs"
+        )
     per_run = rerun_flags(per_run)
     failed = per_run["status"] == FAILED
     summary = summarise_conditions(per_run)
@@ -107,20 +116,35 @@ def resummarise(set_dir: Path, reference: Path = REFERENCE) -> dict:
     commit = _commit()
     info_path = set_dir / "provenance.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
-    info.update({"flagged_conditions": marked, "flagged_by_flag": flagged,
-                 "statistics": {"recomputed_from": "runs_summary.csv", "commit": commit, "method": METHOD}})
+    info.update(
+        {
+            "flagged_conditions": marked,
+            "flagged_by_flag": flagged,
+            "statistics": {
+                "recomputed_from": "runs_summary.csv",
+                "commit": commit,
+                "method": METHOD,
+            },
+        }
+    )
     info_path.write_text(json.dumps(info, indent=2) + "\n")
     provenance = set_dir / "PROVENANCE.md"
     title = f"How `{set_dir.name}` was measured"
     if provenance.exists():
-        lines = [line for line in provenance.read_text().splitlines()
-                 if not line.startswith(("- flagged conditions:", "- statistics recomputed"))]
+        lines = [
+            line
+            for line in provenance.read_text().splitlines()
+            if not line.startswith(("- flagged conditions:", "- statistics recomputed"))
+        ]
         title = lines[0].lstrip("# ").strip() if lines and lines[0].startswith("# ") else title
         while lines and not lines[-1].strip():
             lines.pop()
         shown = ", ".join(f"{code} {count}" for code, count in flagged.items() if count) or "none"
-        lines += [f"- flagged conditions: {marked} of {len(summary)} ({shown})",
-                  f"- statistics recomputed from runs_summary.csv at commit {commit[:12]}: {METHOD}", ""]
+        lines += [
+            f"- flagged conditions: {marked} of {len(summary)} ({shown})",
+            f"- statistics recomputed from runs_summary.csv at commit {commit[:12]}: {METHOD}",
+            "",
+        ]
         provenance.write_text("\n".join(lines))
     set_report.write(set_dir, title.replace("`", ""))
     return {"conditions": len(summary), "flagged": marked, "by_flag": flagged}
@@ -134,8 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for set_dir in args.sets:
             found = resummarise(set_dir, args.reference)
-            print(f"resummarise: {set_dir}: {found['conditions']} conditions, {found['flagged']} marked "
-                  f"({', '.join(f'{c} {n}' for c, n in found['by_flag'].items() if n) or 'none'})", file=sys.stderr)
+            print(
+                f"resummarise: {set_dir}: {found['conditions']} conditions, {found['flagged']} marked "
+                f"({', '.join(f'{c} {n}' for c, n in found['by_flag'].items() if n) or 'none'})",
+                file=sys.stderr,
+            )
     except ResummariseError as err:
         print(f"resummarise: error: {err}", file=sys.stderr)
         return 2

@@ -39,7 +39,9 @@ if "MUTANT_UNDER_TEST" in os.environ:
 # Property tests: enough examples to find a counterexample in the suite, few and fixed under mutmut (it runs the
 # covering tests once per mutant); no example database written into the tree.
 hypothesis.settings.register_profile("suite", max_examples=150, deadline=None, database=None)
-hypothesis.settings.register_profile("mutation", max_examples=25, deadline=None, database=None, derandomize=True)
+hypothesis.settings.register_profile(
+    "mutation", max_examples=25, deadline=None, database=None, derandomize=True
+)
 hypothesis.settings.load_profile("mutation" if "MUTANT_UNDER_TEST" in os.environ else "suite")
 
 
@@ -80,14 +82,15 @@ def wait_until(predicate, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-
 @pytest.fixture(scope="session")
 def quick_plan(tmp_path_factory):
     """`snakemake -n --config preset=quick` in an unchanged copy of the project: one plan for the tests of several
     modules that read it (each dry run costs seconds: Snakemake's start, the config's checks, the DAG)."""
     from workflow_helpers import copy_project, dry_run
 
-    plan = dry_run(copy_project(tmp_path_factory.mktemp("quick-plan") / "project"), "--config", "preset=quick")
+    plan = dry_run(
+        copy_project(tmp_path_factory.mktemp("quick-plan") / "project"), "--config", "preset=quick"
+    )
     assert plan.returncode == 0, plan.output
     return plan
 
@@ -110,6 +113,7 @@ def client():
 # tier: `pytest -m "not docker and not workflow"` (docs/development.md, "Tests"). A fast test that starts
 # Snakemake fails here, naming the mark it needs, so that the fast tier stays fast.
 
+
 def _is_snakemake(args) -> bool:
     words = [str(a) for a in args] if isinstance(args, (list, tuple)) else str(args).split()
     return bool(words) and (Path(words[0]).name == "snakemake" or words[1:3] == ["-m", "snakemake"])
@@ -125,7 +129,9 @@ def _fast_tests_start_no_snakemake(request, monkeypatch):
     class Guarded(popen):
         def __init__(self, args, *more, **kwargs):
             if _is_snakemake(args):
-                raise AssertionError(f"{nodeid} runs Snakemake: mark it @pytest.mark.workflow (or docker)")
+                raise AssertionError(
+                    f"{nodeid} runs Snakemake: mark it @pytest.mark.workflow (or docker)"
+                )
             super().__init__(args, *more, **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", Guarded)

@@ -31,8 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client")
-PROGRAMS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd",
-            "sbatch": "slurm-client", "squeue": "slurm-client", "scancel": "slurm-client"}
+PROGRAMS = {
+    "munged": "munge",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sbatch": "slurm-client",
+    "squeue": "slurm-client",
+    "scancel": "slurm-client",
+}
 PARTITION = "bench"
 # A job asked to stop gets SIGTERM, then SIGKILL this many seconds later: the runner
 # removes its containers on SIGTERM well within it.
@@ -40,7 +46,11 @@ KILL_WAIT_S = 30
 
 
 def missing_programs() -> list[str]:
-    return [name for name in PROGRAMS if shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None]
+    return [
+        name
+        for name in PROGRAMS
+        if shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None
+    ]
 
 
 def install_reason() -> str | None:
@@ -51,14 +61,22 @@ def install_reason() -> str | None:
         return None
     packages = sorted({PROGRAMS[name] for name in missing})
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return (f"SLURM is not installed ({', '.join(missing)} missing) and apt-get cannot install it here "
-                f"(needs root on Debian/Ubuntu): apt-get install {' '.join(PACKAGES)}")
+        return (
+            f"SLURM is not installed ({', '.join(missing)} missing) and apt-get cannot install it here "
+            f"(needs root on Debian/Ubuntu): apt-get install {' '.join(PACKAGES)}"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], env=env, check=True, capture_output=True)
-    done = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0 or missing_programs():
-        raise RuntimeError(f"apt-get install {' '.join(packages)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        raise RuntimeError(
+            f"apt-get install {' '.join(packages)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        )
     return None
 
 
@@ -118,8 +136,11 @@ class SlurmCluster:
         # identity removed, SLURM_CONF too; a real cluster's srun finds /etc/slurm/slurm.conf,
         # this one's finds its slurm.conf through this wrapper, first on the jobs' PATH.
         self.bin = self.base / "bin"
-        self.env = {**os.environ, "SLURM_CONF": str(self.conf),
-                    "PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+        self.env = {
+            **os.environ,
+            "SLURM_CONF": str(self.conf),
+            "PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        }
         self.processes: dict[str, subprocess.Popen] = {}
 
     # -- start and stop -------------------------------------------------------------------
@@ -140,8 +161,14 @@ class SlurmCluster:
         out = open(self.base / "log" / f"{name}.out", "w")
         # A session of their own: a Ctrl-C meant for the tests does not reach the daemons
         # before the finalizer has cancelled the jobs.
-        self.processes[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env,
-                                                start_new_session=True, stdin=subprocess.DEVNULL)
+        self.processes[name] = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
         out.close()
 
     def _start_munged(self) -> None:
@@ -155,10 +182,18 @@ class SlurmCluster:
         run.mkdir(exist_ok=True)
         run.chmod(0o755)
         self.munge_socket = run / "munge.socket"
-        self._start("munged", [program("munged"), "--foreground", f"--key-file={key}",
-                               f"--socket={self.munge_socket}", f"--pid-file={run / 'munged.pid'}",
-                               f"--log-file={self.base / 'log' / 'munged.log'}",
-                               f"--seed-file={run / 'munged.seed'}"])
+        self._start(
+            "munged",
+            [
+                program("munged"),
+                "--foreground",
+                f"--key-file={key}",
+                f"--socket={self.munge_socket}",
+                f"--pid-file={run / 'munged.pid'}",
+                f"--log-file={self.base / 'log' / 'munged.log'}",
+                f"--seed-file={run / 'munged.seed'}",
+            ],
+        )
         deadline = time.monotonic() + 20
         while not self.munge_socket.exists():
             if self.processes["munged"].poll() is not None or time.monotonic() > deadline:
@@ -184,12 +219,12 @@ SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket={self.munge_socket}
 CredType=cred/munge
-StateSaveLocation={self.base / 'state'}
-SlurmdSpoolDir={self.base / 'spool'}
-SlurmctldPidFile={self.base / 'slurmctld.pid'}
-SlurmdPidFile={self.base / 'slurmd.pid'}
-SlurmctldLogFile={log / 'slurmctld.log'}
-SlurmdLogFile={log / 'slurmd.log'}
+StateSaveLocation={self.base / "state"}
+SlurmdSpoolDir={self.base / "spool"}
+SlurmctldPidFile={self.base / "slurmctld.pid"}
+SlurmdPidFile={self.base / "slurmd.pid"}
+SlurmctldLogFile={log / "slurmctld.log"}
+SlurmdLogFile={log / "slurmd.log"}
 # No cgroup plugins: they need a delegated cgroup tree that a container or VM may not give.
 # The measured containers run under dockerd, outside any job's cgroup, either way.
 ProctrackType=proctrack/linuxproc
@@ -218,14 +253,18 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
         while time.monotonic() < deadline:
             for name, proc in self.processes.items():
                 if proc.poll() is not None:
-                    raise RuntimeError(f"{name} exited ({proc.returncode}):\n{self.log(name + '.out')}")
+                    raise RuntimeError(
+                        f"{name} exited ({proc.returncode}):\n{self.log(name + '.out')}"
+                    )
             done = self.client("sinfo", "--noheader", "--format=%t", check=False)
             state = done.stdout.strip()
             if state == "idle":
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"the node is not idle after {timeout} s (sinfo: {state!r}):\n"
-                           f"{self.log('slurmctld.log')[-3000:]}\n{self.log('slurmd.log')[-3000:]}")
+        raise RuntimeError(
+            f"the node is not idle after {timeout} s (sinfo: {state!r}):\n"
+            f"{self.log('slurmctld.log')[-3000:]}\n{self.log('slurmd.log')[-3000:]}"
+        )
 
     def stop(self, timeout: float = KILL_WAIT_S + 30) -> None:
         """Cancel every job still queued or running, wait until they are gone, stop the daemons."""
@@ -253,11 +292,21 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
     # -- clients and records --------------------------------------------------------------
 
     def client(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run([program(argv[0]), *argv[1:]], env=self.env, capture_output=True, text=True,
-                              check=check, timeout=60)
+        return subprocess.run(
+            [program(argv[0]), *argv[1:]],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=60,
+        )
 
     def queued_job_ids(self, active_only: bool = False) -> list[str]:
-        states = "PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING" if active_only else "PENDING,RUNNING,SUSPENDED,CONFIGURING"
+        states = (
+            "PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING"
+            if active_only
+            else "PENDING,RUNNING,SUSPENDED,CONFIGURING"
+        )
         done = self.client("squeue", "--noheader", "--format=%i", f"--states={states}", check=False)
         return done.stdout.split() if done.returncode == 0 else []
 
@@ -276,9 +325,14 @@ PartitionName={PARTITION} Nodes={self.node} Default=YES MaxTime=INFINITE State=U
             if "JobId" not in fields:
                 continue
             jobs[fields["JobId"]] = FinishedJob(
-                job_id=fields["JobId"], state=fields["JobState"], node_list=fields["NodeList"],
-                cpus=int(fields.get("ProcCnt") or 0), start=fields["StartTime"], end=fields["EndTime"],
-                fields=fields)
+                job_id=fields["JobId"],
+                state=fields["JobState"],
+                node_list=fields["NodeList"],
+                cpus=int(fields.get("ProcCnt") or 0),
+                start=fields["StartTime"],
+                end=fields["EndTime"],
+                fields=fields,
+            )
         return jobs
 
     def log(self, name: str) -> str:

@@ -18,10 +18,21 @@ OTHER = Condition("go", 0.25, 2048, 3, 5)
 
 def config_file(tmp_path: Path, target_load: dict) -> Path:
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["small"] = dict(app=["go"], vcpu=[0.5], memory_mb=[2048], sidecar_count=[1], sidecar_load_pct=[25])
-    config["sets"]["both"] = dict(app=["go"], vcpu=[0.25, 0.5], memory_mb=[2048], sidecar_count=[1, 3],
-                                  sidecar_load_pct=[5, 25])
-    config["presets"]["from"] = {"sets": ["both"], "repeats": 3, "load": {"duration_s": 5, "warmup_s": 0}}
+    config["sets"]["small"] = dict(
+        app=["go"], vcpu=[0.5], memory_mb=[2048], sidecar_count=[1], sidecar_load_pct=[25]
+    )
+    config["sets"]["both"] = dict(
+        app=["go"],
+        vcpu=[0.25, 0.5],
+        memory_mb=[2048],
+        sidecar_count=[1, 3],
+        sidecar_load_pct=[5, 25],
+    )
+    config["presets"]["from"] = {
+        "sets": ["both"],
+        "repeats": 3,
+        "load": {"duration_s": 5, "warmup_s": 0},
+    }
     config["presets"]["to"] = {"sets": ["small"], "repeats": 2, "load": target_load}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -63,7 +74,9 @@ def test_the_same_condition_measured_the_same_way_is_taken_over_and_nothing_else
 
 def test_other_load_settings_or_another_image_keep_a_run_out(tmp_path):
     results = measured(tmp_path)
-    adopted, left = adopt_runs.main("from", "to", str(results), config_file(tmp_path, {"duration_s": 10, "warmup_s": 0}))
+    adopted, left = adopt_runs.main(
+        "from", "to", str(results), config_file(tmp_path, {"duration_s": 10, "warmup_s": 0})
+    )
     assert adopted == [] and left["other load settings"] == 2
 
     config = config_file(tmp_path, {"duration_s": 5, "warmup_s": 0})

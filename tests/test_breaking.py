@@ -37,9 +37,14 @@ def test_rule_finds_the_articles_breaking_points_in_its_published_numbers(ref, s
 @pytest.mark.parametrize("setup", list(ARTICLE_BREAKS))
 def test_rule_finds_them_from_the_change_point_rows_alone(ref, setup):
     points = reference.change_points(ref)
-    row = points[(points["app"] == setup[0]) & np.isclose(points["vcpu"], setup[1])
-                 & (points["sidecar_count"] == setup[2])].iloc[0]
-    found = breaking_point([row.before_load_pct, row.after_load_pct], [row.before_p99_ms, row.after_p99_ms])
+    row = points[
+        (points["app"] == setup[0])
+        & np.isclose(points["vcpu"], setup[1])
+        & (points["sidecar_count"] == setup[2])
+    ].iloc[0]
+    found = breaking_point(
+        [row.before_load_pct, row.after_load_pct], [row.before_p99_ms, row.after_p99_ms]
+    )
     assert (found.before_load_pct, found.after_load_pct) == ARTICLE_BREAKS[setup]
 
 
@@ -63,7 +68,9 @@ def test_period_crossing_needs_a_rise_of_five_percent_of_the_period():
 
 
 def test_rule_reasons_and_unsorted_input():
-    assert breaking_point([20, 0, 10], [30, 10, 12]) is None  # sorted by load: 10 -> 12 -> 30 ms, no break
+    assert (
+        breaking_point([20, 0, 10], [30, 10, 12]) is None
+    )  # sorted by load: 10 -> 12 -> 30 ms, no break
     found = breaking_point([10, 0, 5], [160, 100.5, 101])
     assert (found.before_load_pct, found.after_load_pct, found.reason) == (5, 10, "jump")
     found = breaking_point([0, 1], [99, 104])
@@ -97,14 +104,22 @@ def test_overlapping_intervals_make_a_large_step_within_noise():
     # ... but the 5 % run's interval reaches down to 99 ms, below the 0 % run's upper end.
     result = assess(loads, p99, p99_lo=[95, 99, 185], p99_hi=[104, 200, 205])
     assert result.verdict == "within noise"
-    assert (result.step.before_load_pct, result.step.after_load_pct, result.step.reason) == (0, 5, "jump")
+    assert (result.step.before_load_pct, result.step.after_load_pct, result.step.reason) == (
+        0,
+        5,
+        "jump",
+    )
     assert breaking_point(loads, p99, [95, 99, 185], [104, 200, 205]) is None
 
 
 def test_clear_intervals_confirm_the_break():
     result = assess([0, 5, 10], [100, 190, 195], p99_lo=[97, 185, 188], p99_hi=[103, 196, 201])
     assert result.verdict == "break"
-    assert (result.step.before_load_pct, result.step.after_load_pct, result.step.reason) == (0, 5, "jump")
+    assert (result.step.before_load_pct, result.step.after_load_pct, result.step.reason) == (
+        0,
+        5,
+        "jump",
+    )
     assert "185.0 ms > 103.0 ms" in result.step.evidence
 
 
@@ -113,7 +128,10 @@ def test_later_dip_back_keeps_an_earlier_step_within_noise():
     lo, hi = [96, 99, 180, 105], [100, 106, 192, 110]
     result = assess([0, 15, 18, 21], [98, 104, 187, 107], p99_lo=lo, p99_hi=hi)
     assert result.verdict == "within noise"
-    assert (result.step.before_load_pct, result.step.after_load_pct) == (0, 15)  # the first step within noise
+    assert (result.step.before_load_pct, result.step.after_load_pct) == (
+        0,
+        15,
+    )  # the first step within noise
     assert breaking_point([0, 15, 18, 21], [98, 104, 187, 107], lo, hi) is None
 
 
@@ -142,6 +160,7 @@ def test_sweeps_without_a_size_step_say_none_or_too_few_loads():
 
 
 # --- the rule's boundaries: ">=" for the sizes, ">" for "clear of the noise" ------------------------------
+
 
 def test_a_jump_of_exactly_half_a_period_breaks():
     # 110 -> 160 ms stays past one period multiple (no crossing): only the jump rule can call it.
@@ -192,15 +211,18 @@ def test_a_p99_step_within_noise_can_still_break_by_its_tail():
 
 def test_evidence_names_the_numbers_that_decided():
     result = assess([0, 5, 10], [100, 190, 195], p99_lo=[97, 185, 188], p99_hi=[103, 196, 201])
-    assert result.step.evidence == ("P99 100.0 -> 190.0 ms (jump); from 5% on P99 >= 185.0 ms > 103.0 ms, "
-                                    "the highest before")
+    assert result.step.evidence == (
+        "P99 100.0 -> 190.0 ms (jump); from 5% on P99 >= 185.0 ms > 103.0 ms, the highest before"
+    )
     tails = {1: ([0.002, 0.003, 0.04], [0.001, 0.002, 0.03], [0.004, 0.005, 0.05])}
     result = assess([0, 3, 6], [99, 99.5, 100.5], tails=tails)
-    assert result.step.evidence == ("share slower than 1 period 0.3% -> 4.0%; from 6% on >= 3.0% > 0.5%, "
-                                    "the highest before")
+    assert result.step.evidence == (
+        "share slower than 1 period 0.3% -> 4.0%; from 6% on >= 3.0% > 0.5%, the highest before"
+    )
     result = assess([0, 1], [99, 99.5], tails={2: ([0.0, 0.05], [0.0, 0.0], [0.01, 0.1])})
-    assert result.step.evidence == ("share slower than 2 periods 0.0% -> 5.0%; from 1% on >= 0.0% <= 1.0%, "
-                                    "the highest before")
+    assert result.step.evidence == (
+        "share slower than 2 periods 0.0% -> 5.0%; from 1% on >= 0.0% <= 1.0%, the highest before"
+    )
     assert (result.step.before_p99_ms, result.step.after_p99_ms) == (99.0, 99.5)
 
 
@@ -219,18 +241,27 @@ def test_a_sweep_from_summary_rows_reads_its_period_and_tail_shares():
     import pandas as pd
 
     # 49 -> 53 ms: past one 50 ms period by 3 ms, a rise of 4 ms (8 % of 50 ms); within one 100 ms period.
-    rows = pd.DataFrame({"total_sidecar_load_pct": [0, 0, 1], "p99_ms": [49, 49, 53], "period_ms": [50, 50, 200]})
+    rows = pd.DataFrame(
+        {"total_sidecar_load_pct": [0, 0, 1], "p99_ms": [49, 49, 53], "period_ms": [50, 50, 200]}
+    )
     assert assess_rows(rows).step.reason == "period"  # the rows' median period, 50 ms
     assert assess_rows(rows, period_ms=100.0).verdict == "none"
-    assert assess_rows(rows.drop(columns="period_ms")).verdict == "none"  # 100 ms when the rows have none
+    assert (
+        assess_rows(rows.drop(columns="period_ms")).verdict == "none"
+    )  # 100 ms when the rows have none
     assert assess_rows(rows.assign(period_ms=math.nan)).verdict == "none"
-    tails = rows.assign(slow_1p_share=[0.0, 0.0, 0.05], slow_1p_share_lo=[0.0, 0.0, 0.02],
-                        slow_1p_share_hi=[0.01, 0.01, 0.08])
+    tails = rows.assign(
+        slow_1p_share=[0.0, 0.0, 0.05],
+        slow_1p_share_lo=[0.0, 0.0, 0.02],
+        slow_1p_share_hi=[0.01, 0.01, 0.08],
+    )
     result = assess_rows(tails, period_ms=100.0)
     assert (result.verdict, result.step.reason) == ("break", "tail>1T")
     overlapping = tails.assign(slow_1p_share_lo=[0.0, 0.0, 0.005])
     assert assess_rows(overlapping, period_ms=100.0).verdict == "within noise"
-    served = pd.DataFrame({"total_sidecar_load_pct": [0, 1], "p99_ms": [100, math.nan], "successful": [900, 0]})
+    served = pd.DataFrame(
+        {"total_sidecar_load_pct": [0, 1], "p99_ms": [100, math.nan], "successful": [900, 0]}
+    )
     assert assess_rows(served).verdict == "break"
 
 
@@ -247,8 +278,12 @@ def test_summary_rows_bring_their_p99_intervals():
     assert assess_rows(rows).verdict == "break"
     apart = rows.assign(p99_ms_lo=[95, 185], p99_ms_hi=[104, 200])
     assert assess_rows(apart).verdict == "break"
-    assert assess_rows(apart.assign(p99_ms_lo=[95, 99])).verdict == "within noise"  # 5 % reaches down to 99 ms
-    assert assess_rows(apart.assign(p99_ms_hi=[186, 200])).verdict == "within noise"  # 0 % reaches up to 186 ms
+    assert (
+        assess_rows(apart.assign(p99_ms_lo=[95, 99])).verdict == "within noise"
+    )  # 5 % reaches down to 99 ms
+    assert (
+        assess_rows(apart.assign(p99_ms_hi=[186, 200])).verdict == "within noise"
+    )  # 0 % reaches up to 186 ms
 
 
 def test_a_falling_sweep_has_no_step():
@@ -276,15 +311,20 @@ def test_missing_values_given_as_none_or_nan_are_missing():
 
 def test_a_load_without_a_response_reads_no_response_in_the_evidence():
     result = assess([0, 10], [101, math.nan], successful=[880, 0])
-    assert result.step.evidence == ("P99 101.0 -> no response ms (jump); from 10% on P99 >= no response ms > "
-                                    "101.0 ms, the highest before")
+    assert result.step.evidence == (
+        "P99 101.0 -> no response ms (jump); from 10% on P99 >= no response ms > "
+        "101.0 ms, the highest before"
+    )
 
 
 def test_steps_lists_every_step_that_meets_a_size_criterion():
     from sidecar_bench.breaking import steps
 
     found = steps([0, 1, 2], [100, 160, 220])
-    assert [(s.after_load_pct, s.reason, s.verdict) for s in found] == [(1, "jump", "break"), (2, "jump", "break")]
+    assert [(s.after_load_pct, s.reason, s.verdict) for s in found] == [
+        (1, "jump", "break"),
+        (2, "jump", "break"),
+    ]
 
 
 def test_tail_steps_look_at_each_period_and_need_a_rise_clear_of_the_noise():

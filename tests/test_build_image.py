@@ -15,7 +15,6 @@ import pytest
 from sidecar_bench import image
 
 
-
 @pytest.mark.docker
 @pytest.mark.slow
 def test_build_image_script_writes_the_ref_for_every_host(tmp_path):
@@ -31,7 +30,9 @@ def test_build_image_script_writes_the_ref_for_every_host(tmp_path):
         locks=tmp_path / "locks",
     )
     client = docker.from_env()
-    base = image.ensure_base(client, "debian:bookworm-slim", "debootstrap")  # present: nothing is built
+    base = image.ensure_base(
+        client, "debian:bookworm-slim", "debootstrap"
+    )  # present: nothing is built
     data = json.loads(ref.read_text())
     assert data["tag"] == "sidecar-bench/task:go-sidecar"
     assert data["hosts"] == {"local": client.images.get(image.image_tag("go-sidecar")).id}
@@ -60,12 +61,19 @@ def test_an_image_build_holds_the_engines_lease_and_waits_for_its_holder(tmp_pat
     holder = start_holder(tmp_path, "matrix", hold=3)
     try:
         started = time.monotonic()
-        with caplog.at_level(logging.INFO, logger=hosts.log.name), \
-                pytest.MonkeyPatch.context() as patch:
+        with (
+            caplog.at_level(logging.INFO, logger=hosts.log.name),
+            pytest.MonkeyPatch.context() as patch,
+        ):
             patch.setattr(image, "ensure_variant", watched)
-            build_image.main(variant="loadgen", hosts=[{"name": "local", "url": None}],
-                             base_image="debian:bookworm-slim", base_fallback="debootstrap",
-                             ref_path=tmp_path / "loadgen.json", locks=tmp_path / "locks")
+            build_image.main(
+                variant="loadgen",
+                hosts=[{"name": "local", "url": None}],
+                base_image="debian:bookworm-slim",
+                base_fallback="debootstrap",
+                ref_path=tmp_path / "loadgen.json",
+                locks=tmp_path / "locks",
+            )
         waited = time.monotonic() - started
     finally:
         holder.kill()

@@ -20,9 +20,14 @@ NO_LIMIT = f"go_cpu{NO_LIMIT_VCPU:g}_mem512_sc0_load00"
 
 def small_config():
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["cal_go"] = dict(app=["go"], vcpu=[0.5], memory_mb=[512], sidecar_count=[0, 1],
-                                    sidecar_load_pct=[10])
-    config["presets"]["cal"] = {"sets": ["cal_go"], "repeats": 1, "load": {"duration_s": 2, "warmup_s": 0}}
+    config["sets"]["cal_go"] = dict(
+        app=["go"], vcpu=[0.5], memory_mb=[512], sidecar_count=[0, 1], sidecar_load_pct=[10]
+    )
+    config["presets"]["cal"] = {
+        "sets": ["cal_go"],
+        "repeats": 1,
+        "load": {"duration_s": 2, "warmup_s": 0},
+    }
     config["preset"] = "cal"
     config["calibration"] = {"no_limit_vcpu": NO_LIMIT_VCPU}
     return config
@@ -55,7 +60,9 @@ def edited(path, text):
 
 def test_calibration_measures_only_the_no_limit_level_and_reuses_the_matrix(finished):
     results = finished / "results" / "cal"
-    assert sorted(p.parent.name for p in (results / "calibration" / "runs").glob("*/rep*.parquet")) == [NO_LIMIT]
+    assert sorted(
+        p.parent.name for p in (results / "calibration" / "runs").glob("*/rep*.parquet")
+    ) == [NO_LIMIT]
     table = pd.read_csv(results / "calibration" / "calibration.csv")
     assert list(table["condition_id"]) == [ALONE, NO_LIMIT]
     assert list(table["source"]) == ["matrix", "calibration run"]
@@ -71,12 +78,23 @@ def test_calibration_measures_only_the_no_limit_level_and_reuses_the_matrix(fini
 
 def test_model_tables_and_charts_are_made_from_the_real_run(finished):
     model_dir = finished / "results" / "cal" / "model"
-    for name in ("decomposition", "decomposition_share", "decomposition_misses", "forward", "forward_share",
-                 "forward_misses", "article_costs"):
+    for name in (
+        "decomposition",
+        "decomposition_share",
+        "decomposition_misses",
+        "forward",
+        "forward_share",
+        "forward_misses",
+        "article_costs",
+    ):
         assert (model_dir / "tables" / f"{name}.md").exists()
         assert (model_dir / "tables" / f"{name}.csv").exists()
-    for name in ("decomposition_vs_measured", "forward_ratio_vs_load", "sweeps_vs_delivered_load",
-                 "retained_vs_sidecar_share"):
+    for name in (
+        "decomposition_vs_measured",
+        "forward_ratio_vs_load",
+        "sweeps_vs_delivered_load",
+        "retained_vs_sidecar_share",
+    ):
         for ext in ("png", "svg", "html"):
             assert (model_dir / "charts" / f"{name}.{ext}").stat().st_size > 0
     model = pd.read_csv(model_dir / "tables" / "decomposition.csv").set_index("condition_id")

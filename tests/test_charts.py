@@ -10,8 +10,19 @@ import pytest
 import aggregate_runs
 import plot_charts
 from sidecar_bench import reference, repstats
-from sidecar_bench.charts import (CHART_NAMES, FLAGGED, ccdf_points, figure_data, latency_rps_chart, period_labels,
-                                  run_files, tail_data, tail_share_chart, timeseries_data, write_charts)
+from sidecar_bench.charts import (
+    CHART_NAMES,
+    FLAGGED,
+    ccdf_points,
+    figure_data,
+    latency_rps_chart,
+    period_labels,
+    run_files,
+    tail_data,
+    tail_share_chart,
+    timeseries_data,
+    write_charts,
+)
 from sidecar_bench.conditions import Condition
 from sidecar_bench.stats import summarise_runs
 from sidecar_bench.synthetic import two_mode_samples, write_run, write_small_set
@@ -23,8 +34,12 @@ REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "ar
 def charts(tmp_path_factory):
     root = tmp_path_factory.mktemp("charts")
     runs = write_small_set(root / "runs")
-    aggregate_runs.main(runs=runs, summary_parquet=root / "summary.parquet", summary_csv=root / "summary.csv")
-    plot_charts.main(summary=root / "summary.parquet", reference=REFERENCE, runs=runs, out_dir=root / "charts")
+    aggregate_runs.main(
+        runs=runs, summary_parquet=root / "summary.parquet", summary_csv=root / "summary.csv"
+    )
+    plot_charts.main(
+        summary=root / "summary.parquet", reference=REFERENCE, runs=runs, out_dir=root / "charts"
+    )
     return root / "charts"
 
 
@@ -39,7 +54,7 @@ def test_every_chart_is_written_as_html_png_and_svg(charts):
 def test_html_opens_without_network(charts):
     for name in CHART_NAMES:
         html = (charts / f"{name}.html").read_text()
-        assert "<script src=" not in html.replace("<script src=\"data:", ""), name
+        assert "<script src=" not in html.replace('<script src="data:', ""), name
         assert "vegaEmbed" in html or "vega-embed" in html
 
 
@@ -74,17 +89,43 @@ def test_charts_survive_a_matrix_without_their_setups(tmp_path):
 
 # --- intervals, flags and the fixes a reader needs, on a hand-made per-condition summary ---
 
+
 def hand_summary():
     rows = []
-    for load, p99, rps, flags in ((0, 98.0, 1000.0, ""), (15, 104.0, 620.0, "host_bound"), (18, 187.0, 600.0, ""),
-                                  (45, 193.0, 540.0, "failed_requests,few_samples_p99_9")):
-        rows.append({"condition_id": f"go_cpu0.25_mem2048_sc3_load{load // 3:02d}", "app": "go", "vcpu": 0.25,
-                     "memory_mb": 2048, "sidecar_count": 3, "sidecar_load_pct": load / 3,
-                     "total_sidecar_load_pct": float(load), "p50_ms": 1.0, "p50_ms_lo": 0.9, "p50_ms_hi": 1.1,
-                     "p99_ms": p99, "p99_ms_lo": p99 - 3, "p99_ms_hi": p99 + 4, "rps": rps, "rps_lo": rps - 10,
-                     "rps_hi": rps + 12, "slow_1p_share": 0.01, "slow_1p_share_lo": 0.008, "slow_1p_share_hi": 0.012,
-                     "slow_2p_share": 0.0, "slow_3p_share": 0.0, "period_ms": 100.0, "successful": 9000,
-                     "flags": flags})
+    for load, p99, rps, flags in (
+        (0, 98.0, 1000.0, ""),
+        (15, 104.0, 620.0, "host_bound"),
+        (18, 187.0, 600.0, ""),
+        (45, 193.0, 540.0, "failed_requests,few_samples_p99_9"),
+    ):
+        rows.append(
+            {
+                "condition_id": f"go_cpu0.25_mem2048_sc3_load{load // 3:02d}",
+                "app": "go",
+                "vcpu": 0.25,
+                "memory_mb": 2048,
+                "sidecar_count": 3,
+                "sidecar_load_pct": load / 3,
+                "total_sidecar_load_pct": float(load),
+                "p50_ms": 1.0,
+                "p50_ms_lo": 0.9,
+                "p50_ms_hi": 1.1,
+                "p99_ms": p99,
+                "p99_ms_lo": p99 - 3,
+                "p99_ms_hi": p99 + 4,
+                "rps": rps,
+                "rps_lo": rps - 10,
+                "rps_hi": rps + 12,
+                "slow_1p_share": 0.01,
+                "slow_1p_share_lo": 0.008,
+                "slow_1p_share_hi": 0.012,
+                "slow_2p_share": 0.0,
+                "slow_3p_share": 0.0,
+                "period_ms": 100.0,
+                "successful": 9000,
+                "flags": flags,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -118,7 +159,11 @@ def test_figure_has_interval_bars_and_a_ring_on_flagged_points():
     bars = [l for l in layers if mark_type(l) == "rule" and "y2" in l.get("encoding", {})]
     assert bars and bars[0]["encoding"]["y2"]["field"] == "hi"
     # RPS axes start at zero: a cut axis makes a 0.46 retention look like a 0.63 one.
-    rps_axes = [l["encoding"]["y"] for l in layers if l.get("encoding", {}).get("y", {}).get("title") == "RPS (responses/s)"]
+    rps_axes = [
+        l["encoding"]["y"]
+        for l in layers
+        if l.get("encoding", {}).get("y", {}).get("title") == "RPS (responses/s)"
+    ]
     assert rps_axes and all(y["scale"]["zero"] is True for y in rps_axes)
     rings = [l for l in layers if l.get("encoding", {}).get("stroke", {}).get("field") == "flagged"]
     assert rings and rings[0]["mark"]["filled"] is False
@@ -129,7 +174,10 @@ def test_rps_panels_have_their_own_scales_and_the_legend_draws_hollow_diamonds()
     ref = reference.load_reference(REFERENCE)
     spec = latency_rps_chart(hand_summary(), ref).to_dict()
     go = spec["vconcat"][0]
-    assert [p["title"] for p in go["hconcat"]][1:] == ["RPS, ours (own scale)", "RPS, the article (own scale)"]
+    assert [p["title"] for p in go["hconcat"]][1:] == [
+        "RPS, ours (own scale)",
+        "RPS, the article (own scale)",
+    ]
     assert go["resolve"]["scale"]["y"] == "independent"
     article = [l for l in layers_of(spec) if l.get("encoding", {}).get("shape", {}).get("legend")]
     assert article and article[0]["mark"]["filled"] is False
@@ -148,13 +196,20 @@ def test_tail_shares_replace_the_saturated_throttling_chart():
 def test_period_labels_leave_room_on_a_log_axis():
     labels = period_labels(100.0, 1500.0)
     shown = [l for l in labels["label"] if l]
-    assert shown[:4] == ["100 ms", "200 ms", "400 ms", "700 ms"]  # 300 is 0.18 decades from 200: would overprint
+    assert shown[:4] == [
+        "100 ms",
+        "200 ms",
+        "400 ms",
+        "700 ms",
+    ]  # 300 is 0.18 decades from 200: would overprint
     assert "500 ms" not in shown and "800 ms" not in shown
     assert len(labels) == 16  # every period multiple still has its dashed line
 
 
 def test_run_files_are_grouped_by_condition_and_repetition():
-    files = run_files(["r/runs/go_x/rep2.parquet", "r/runs/go_x/rep1.parquet", "r/runs/next_y.parquet"])
+    files = run_files(
+        ["r/runs/go_x/rep2.parquet", "r/runs/go_x/rep1.parquet", "r/runs/next_y.parquet"]
+    )
     assert [(n, p.name) for n, p in files["go_x"]] == [(1, "rep1.parquet"), (2, "rep2.parquet")]
     assert files["next_y"][0][0] == 1
 
@@ -165,12 +220,21 @@ def test_per_second_chart_shows_the_first_repetition_at_no_load_and_the_highest(
     for cid, load in zip(summary["condition_id"], summary["total_sidecar_load_pct"]):
         condition = Condition("go", 0.25, 2048, 3, load / 3)
         for rep, slow in ((1, 100.0), (2, 300.0)):
-            runs.append(write_run(tmp_path / cid / f"rep{rep}.parquet", condition,
-                                  np.resize(two_mode_samples(2.0, slow), 1000), wall_s=10.0))
+            runs.append(
+                write_run(
+                    tmp_path / cid / f"rep{rep}.parquet",
+                    condition,
+                    np.resize(two_mode_samples(2.0, slow), 1000),
+                    wall_s=10.0,
+                )
+            )
     data = timeseries_data(summary, runs)
     assert set(data["load"]) == {"0% load", "45% load (‡ E)"}
     assert set(data["repeat"]) == {1} and data["p99_ms"].max() == pytest.approx(100.0)
-    assert data.groupby("load")["responses"].sum().to_dict() == {"0% load": 1000, "45% load (‡ E)": 1000}
+    assert data.groupby("load")["responses"].sum().to_dict() == {
+        "0% load": 1000,
+        "45% load (‡ E)": 1000,
+    }
 
 
 def test_memory_chart_compares_each_apps_rps_with_its_own_2048_mb_cell():
@@ -179,15 +243,32 @@ def test_memory_chart_compares_each_apps_rps_with_its_own_2048_mb_cell():
     ref = reference.load_reference(REFERENCE)
     rows = []
     for memory_mb, rps in ((512, 250.0), (2048, 400.0), (4096, 440.0)):
-        rows.append({"condition_id": f"next_cpu1_mem{memory_mb}_sc3_load15", "app": "next", "vcpu": 1.0,
-                     "memory_mb": memory_mb, "sidecar_count": 3, "sidecar_load_pct": 15.0,
-                     "total_sidecar_load_pct": 45.0, "rps": rps, "rps_lo": rps - 40, "rps_hi": rps + 40,
-                     "flags": "noisy" if memory_mb == 512 else "", "repeats": 3, "failed_runs": 0,
-                     "rps_runs": ";".join(f"{rps + d:g}" for d in (-20, 0, 20))})
+        rows.append(
+            {
+                "condition_id": f"next_cpu1_mem{memory_mb}_sc3_load15",
+                "app": "next",
+                "vcpu": 1.0,
+                "memory_mb": memory_mb,
+                "sidecar_count": 3,
+                "sidecar_load_pct": 15.0,
+                "total_sidecar_load_pct": 45.0,
+                "rps": rps,
+                "rps_lo": rps - 40,
+                "rps_hi": rps + 40,
+                "flags": "noisy" if memory_mb == 512 else "",
+                "repeats": 3,
+                "failed_runs": 0,
+                "rps_runs": ";".join(f"{rps + d:g}" for d in (-20, 0, 20)),
+            }
+        )
     summary = pd.DataFrame(rows)
     data = memory_data(summary, ref)
     ours = data[data["source"] == "ours"].set_index("memory_mb")
-    assert ours["rel"].round(3).to_dict() == {512: 0.624, 2048: 1.0, 4096: 1.1}  # ratio of geometric means
+    assert ours["rel"].round(3).to_dict() == {
+        512: 0.624,
+        2048: 1.0,
+        4096: 1.1,
+    }  # ratio of geometric means
     # The gain's interval counts the 2048 MB cell's runs too: wider than 512 MB's own spread over a fixed 400.
     gain = repstats.ratio_interval([230.0, 250.0, 270.0], [380.0, 400.0, 420.0])
     assert (ours.loc[512, "rel_lo"], ours.loc[512, "rel_hi"]) == pytest.approx((gain.lo, gain.hi))
@@ -207,20 +288,28 @@ def test_a_latency_interval_down_to_zero_ends_at_heys_resolution_on_the_log_axis
     p50 = data[(data["source"] == "ours") & (data["series"] == "P50")]
     assert (p50["lo"] == 0.1).all()
     rps = data[(data["source"] == "ours") & (data["series"] == "RPS")]
-    assert (rps["lo"] == summary["rps_lo"].to_numpy()).all()  # RPS stays on its linear axis from zero
+    assert (
+        rps["lo"] == summary["rps_lo"].to_numpy()
+    ).all()  # RPS stays on its linear axis from zero
 
 
 def test_each_format_is_written_as_chart_save_writes_it(charts, tmp_path):
     """save_chart makes a chart's spec once for all formats: every file is byte for byte chart.save's."""
     from sidecar_bench.chart_files import save_chart
+
     summary = pd.read_parquet(charts.parent / "summary.parquet")
     chart = latency_rps_chart(summary, reference.load_reference(REFERENCE))
     written = save_chart(chart, tmp_path, "fast")
-    configured = chart.configure_axis(labelFontSize=11, titleFontSize=12).configure_title(
-        fontSize=15, subtitleFontSize=11).configure_legend(labelFontSize=11, titleFontSize=12)
+    configured = (
+        chart.configure_axis(labelFontSize=11, titleFontSize=12)
+        .configure_title(fontSize=15, subtitleFontSize=11)
+        .configure_legend(labelFontSize=11, titleFontSize=12)
+    )
     configured.save(tmp_path / "ref.html", inline=True)
     configured.save(tmp_path / "ref.png", scale_factor=2)
     configured.save(tmp_path / "ref.svg")
     assert [p.name for p in written] == ["fast.html", "fast.png", "fast.svg"]
     for fmt in ("html", "png", "svg"):
-        assert (tmp_path / f"fast.{fmt}").read_bytes() == (tmp_path / f"ref.{fmt}").read_bytes(), fmt
+        assert (tmp_path / f"fast.{fmt}").read_bytes() == (tmp_path / f"ref.{fmt}").read_bytes(), (
+            fmt
+        )

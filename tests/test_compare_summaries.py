@@ -10,21 +10,40 @@ import compare_summaries as cs
 
 
 def summary(rows):
-    frame = pd.DataFrame(rows, columns=["condition_id", "app", "vcpu", "sidecar_count", "memory_mb",
-                                        "total_sidecar_load_pct", "rps", "rps_lo", "rps_hi", "p99_ms", "p99_ms_lo",
-                                        "p99_ms_hi", "rps_runs"])
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "condition_id",
+            "app",
+            "vcpu",
+            "sidecar_count",
+            "memory_mb",
+            "total_sidecar_load_pct",
+            "rps",
+            "rps_lo",
+            "rps_hi",
+            "p99_ms",
+            "p99_ms_lo",
+            "p99_ms_hi",
+            "rps_runs",
+        ],
+    )
     return frame
 
 
-PUBLISHED = summary([
-    ("go_0", "go", 0.25, 3, 2048, 0, 800, 780, 820, 99, 96, 100, "790;800;810"),
-    ("go_15", "go", 0.25, 3, 2048, 15, 500, 480, 540, 105, 101, 187, "480;500;520"),
-])
+PUBLISHED = summary(
+    [
+        ("go_0", "go", 0.25, 3, 2048, 0, 800, 780, 820, 99, 96, 100, "790;800;810"),
+        ("go_15", "go", 0.25, 3, 2048, 15, 500, 480, 540, 105, 101, 187, "480;500;520"),
+    ]
+)
 # Another host: a fifth slower, same shape; P99 at 15 % moved to two periods.
-YOURS = summary([
-    ("go_0", "go", 0.25, 3, 2048, 0, 640, 620, 660, 98, 97, 99, "630;640;650"),
-    ("go_15", "go", 0.25, 3, 2048, 15, 410, 400, 420, 190, 188, 193, "400;410;420"),
-])
+YOURS = summary(
+    [
+        ("go_0", "go", 0.25, 3, 2048, 0, 640, 620, 660, 98, 97, 99, "630;640;650"),
+        ("go_15", "go", 0.25, 3, 2048, 15, 410, 400, 420, 190, 188, 193, "400;410;420"),
+    ]
+)
 
 
 def welch_log_ratio(num, den):
@@ -56,7 +75,9 @@ def test_a_summary_without_per_run_values_gives_retention_without_an_interval():
 
 
 def test_cells_agree_when_their_intervals_overlap():
-    table = cs.compare(PUBLISHED, YOURS, ("retention", "rps", "p99_ms")).set_index(["condition_id", "metric"])
+    table = cs.compare(PUBLISHED, YOURS, ("retention", "rps", "p99_ms")).set_index(
+        ["condition_id", "metric"]
+    )
     # Retention at 15 %: published 0.625, yours 0.641, each with both cells' uncertainty: overlap.
     assert table.loc[("go_15", "retention"), "agree"]
     assert table.loc[("go_15", "retention"), "yours"] == pytest.approx(410 / 640, rel=1e-3)
@@ -69,7 +90,9 @@ def test_cells_agree_when_their_intervals_overlap():
 
 def test_a_summary_without_intervals_compares_its_point_values():
     older = YOURS.drop(columns=["rps_lo", "rps_hi", "p99_ms_lo", "p99_ms_hi"])
-    table = cs.compare(PUBLISHED, older, ("p99_ms", "slow_1p_share")).set_index(["condition_id", "metric"])
+    table = cs.compare(PUBLISHED, older, ("p99_ms", "slow_1p_share")).set_index(
+        ["condition_id", "metric"]
+    )
     assert table.loc[("go_0", "p99_ms"), "agree"]  # 98 inside [96, 100]
     assert table.loc[("go_0", "p99_ms"), "yours_lo"] == 98
     # A metric only one summary has is shown, not judged.
@@ -90,8 +113,19 @@ def test_bad_input_is_named(tmp_path, capsys):
 def test_command_prints_every_cell_and_the_counts(tmp_path, capsys):
     PUBLISHED.to_csv(tmp_path / "p.csv", index=False)
     YOURS.to_csv(tmp_path / "y.csv", index=False)
-    assert cs.main([str(tmp_path / "p.csv"), str(tmp_path / "y.csv"), "--metrics", "retention,p99_ms",
-                    "--out", str(tmp_path / "c.csv")]) == 0
+    assert (
+        cs.main(
+            [
+                str(tmp_path / "p.csv"),
+                str(tmp_path / "y.csv"),
+                "--metrics",
+                "retention,p99_ms",
+                "--out",
+                str(tmp_path / "c.csv"),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "| go_15 | p99_ms | 105.0 [101.0-187.0] | 190.0 [188.0-193.0] | NO |" in text
     assert "- retention: 2 of 2 cells agree within the intervals" in text

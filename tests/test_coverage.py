@@ -36,20 +36,26 @@ METRICS = ("rps", "p99_ms", "slow_1p_share")
 def template(tmp_path_factory) -> dict:
     """One real per-run row (from a synthetic run file) for the simulated runs to copy."""
     c = Condition("go", 0.25, 2048, 3, 5)
-    path = write_run(run_path(tmp_path_factory.mktemp("runs"), c.id, 1), c, [0.002] * 990 + [0.15] * 10,
-                     wall_s=WINDOW_S)
+    path = write_run(
+        run_path(tmp_path_factory.mktemp("runs"), c.id, 1),
+        c,
+        [0.002] * 990 + [0.15] * 10,
+        wall_s=WINDOW_S,
+    )
     return stats.summarise_run(path)
 
 
 def simulate(template: dict, cv: float, reps: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-run rows of CONDITIONS conditions and their truths (one row per condition)."""
     rng = np.random.default_rng(seed)
-    truth = pd.DataFrame({
-        "condition_id": [f"sim{i:04d}" for i in range(CONDITIONS)],
-        "rps": rng.uniform(50, 1500, CONDITIONS),
-        "p99_ms": rng.uniform(20, 300, CONDITIONS),
-        "slow_1p_share": rng.uniform(0.005, 0.2, CONDITIONS),
-    })
+    truth = pd.DataFrame(
+        {
+            "condition_id": [f"sim{i:04d}" for i in range(CONDITIONS)],
+            "rps": rng.uniform(50, 1500, CONDITIONS),
+            "p99_ms": rng.uniform(20, 300, CONDITIONS),
+            "slow_1p_share": rng.uniform(0.005, 0.2, CONDITIONS),
+        }
+    )
     shape = (CONDITIONS, reps)
 
     def factor():  # the run-to-run variation, drawn apart for each metric
@@ -59,12 +65,25 @@ def simulate(template: dict, cv: float, reps: int, seed: int) -> tuple[pd.DataFr
     # A P99 read off ~5000 responses varies by about 1 % within a run.
     p99 = truth["p99_ms"].to_numpy()[:, None] * factor() * (1.0 + rng.normal(0.0, 0.01, shape))
     responses = 5000
-    slow = rng.binomial(responses, np.clip(truth["slow_1p_share"].to_numpy()[:, None] * factor(), 0, 1)) / responses
+    slow = (
+        rng.binomial(
+            responses, np.clip(truth["slow_1p_share"].to_numpy()[:, None] * factor(), 0, 1)
+        )
+        / responses
+    )
     rows = []
     for i, cid in enumerate(truth["condition_id"]):
         for r in range(reps):
-            rows.append({**template, "condition_id": cid, "repeat": r + 1, "rps": rps[i, r], "p99_ms": p99[i, r],
-                         "slow_1p_share": slow[i, r]})
+            rows.append(
+                {
+                    **template,
+                    "condition_id": cid,
+                    "repeat": r + 1,
+                    "rps": rps[i, r],
+                    "p99_ms": p99[i, r],
+                    "slow_1p_share": slow[i, r],
+                }
+            )
     return pd.DataFrame(rows), truth
 
 
@@ -75,13 +94,25 @@ def covered(template) -> pd.DataFrame:
     for cv in CVS:
         for reps in REPS:
             per_run, truth = simulate(template, cv, reps, seed=int(cv * 1000) * 10 + reps)
-            summary = stats.summarise_conditions(per_run).set_index("condition_id").loc[truth["condition_id"]]
+            summary = (
+                stats.summarise_conditions(per_run)
+                .set_index("condition_id")
+                .loc[truth["condition_id"]]
+            )
             assert (summary["interval_method"] == "t over runs").all()
             for metric in METRICS:
-                inside = ((summary[f"{metric}_lo"].to_numpy() <= truth[metric].to_numpy())
-                          & (truth[metric].to_numpy() <= summary[f"{metric}_hi"].to_numpy()))
-                out.append({"cv": cv, "reps": reps, "metric": metric, "inside": int(inside.sum()),
-                            "checks": len(inside)})
+                inside = (summary[f"{metric}_lo"].to_numpy() <= truth[metric].to_numpy()) & (
+                    truth[metric].to_numpy() <= summary[f"{metric}_hi"].to_numpy()
+                )
+                out.append(
+                    {
+                        "cv": cv,
+                        "reps": reps,
+                        "metric": metric,
+                        "inside": int(inside.sum()),
+                        "checks": len(inside),
+                    }
+                )
             # Ratios of two conditions (retention, memory gain, Go vs Next.js): pairs of the simulated ones.
             rows = [summary.iloc[i] for i in range(CONDITIONS)]
             true_ratio = truth["rps"].to_numpy()
@@ -89,15 +120,24 @@ def covered(template) -> pd.DataFrame:
             for i in range(0, CONDITIONS, 2):
                 found = stats.condition_ratio(rows[i], rows[i + 1], "rps")
                 inside += found.contains(true_ratio[i] / true_ratio[i + 1])
-            out.append({"cv": cv, "reps": reps, "metric": "rps ratio", "inside": int(inside),
-                        "checks": CONDITIONS // 2})
+            out.append(
+                {
+                    "cv": cv,
+                    "reps": reps,
+                    "metric": "rps ratio",
+                    "inside": int(inside),
+                    "checks": CONDITIONS // 2,
+                }
+            )
     return pd.DataFrame(out)
 
 
 @pytest.mark.parametrize("reps", REPS)
 @pytest.mark.parametrize("cv", CVS)
 def test_each_case_covers_95_percent(covered, cv, reps):
-    case = covered[(covered["cv"] == cv) & (covered["reps"] == reps) & covered["metric"].isin(METRICS)]
+    case = covered[
+        (covered["cv"] == cv) & (covered["reps"] == reps) & covered["metric"].isin(METRICS)
+    ]
     share = case["inside"].sum() / case["checks"].sum()
     assert 0.93 <= share <= 0.97, case
 
@@ -119,5 +159,7 @@ def test_the_old_bootstrap_range_would_not_cover(covered, template):
     # What this replaces: an interval as wide as the runs' range covers far less than 95 % with 3 runs at 7 %.
     per_run, truth = simulate(template, 0.07, 3, seed=99)
     spans = per_run.groupby("condition_id")["rps"].agg(["min", "max"]).loc[truth["condition_id"]]
-    inside = ((spans["min"].to_numpy() <= truth["rps"].to_numpy()) & (truth["rps"].to_numpy() <= spans["max"].to_numpy()))
+    inside = (spans["min"].to_numpy() <= truth["rps"].to_numpy()) & (
+        truth["rps"].to_numpy() <= spans["max"].to_numpy()
+    )
     assert inside.mean() < 0.85

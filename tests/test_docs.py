@@ -38,7 +38,9 @@ def test_every_relative_link_reaches_a_file_and_its_heading(page):
         path, _, anchor = target.partition("#")
         dest = (page.parent / path).resolve() if path else page
         if not dest.exists():
-            broken.append(f"{target}: no file {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
+            broken.append(
+                f"{target}: no file {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}"
+            )
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
     assert not broken, f"{page.relative_to(ROOT)}:\n" + "\n".join(broken)
@@ -54,6 +56,9 @@ def test_the_readme_is_short_and_links_every_docs_page():
 def test_the_packages_map_names_every_module():
     package = ROOT / "scripts" / "sidecar_bench"
     text = (package / "__init__.py").read_text()
-    missing = [path.stem for path in sorted(package.glob("*.py"))
-               if path.stem != "__init__" and not re.search(rf"\b{path.stem}\b", text)]
+    missing = [
+        path.stem
+        for path in sorted(package.glob("*.py"))
+        if path.stem != "__init__" and not re.search(rf"\b{path.stem}\b", text)
+    ]
     assert not missing, f"scripts/sidecar_bench/__init__.py does not map {missing}"

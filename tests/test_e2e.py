@@ -31,12 +31,19 @@ CALIBRATION = GO_CALIBRATION | NEXT_CALIBRATION
 
 def e2e_config(**load):
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["e2e_go"] = dict(app=["go"], vcpu=[0.5], memory_mb=[512], sidecar_count=[0, 1], sidecar_load_pct=[10])
-    config["sets"]["e2e_next"] = dict(app=["next"], vcpu=[1], memory_mb=[512], sidecar_count=[1], sidecar_load_pct=[10])
+    config["sets"]["e2e_go"] = dict(
+        app=["go"], vcpu=[0.5], memory_mb=[512], sidecar_count=[0, 1], sidecar_load_pct=[10]
+    )
+    config["sets"]["e2e_next"] = dict(
+        app=["next"], vcpu=[1], memory_mb=[512], sidecar_count=[1], sidecar_load_pct=[10]
+    )
     # No warm-up: no test here reads it, and the default 5 s were a minute of the 12 runs (the calibration's too).
     # The workflow's runs warm up in test_proxy_docker.py and test_openloop_workflow.py.
-    config["presets"]["e2e"] = {"sets": ["e2e_go", "e2e_next"], "repeats": REPEATS,
-                                "load": {"duration_s": 2, "warmup_s": 0, **load}}
+    config["presets"]["e2e"] = {
+        "sets": ["e2e_go", "e2e_next"],
+        "repeats": REPEATS,
+        "load": {"duration_s": 2, "warmup_s": 0, **load},
+    }
     config["preset"] = "e2e"
     return config
 
@@ -54,7 +61,9 @@ def finished(tmp_path_factory):
 
 def project_containers():
     client = docker.from_env()
-    return client.containers.list(all=True, filters={"label": "org.sidecar-bench.project=sidecar-bench"})
+    return client.containers.list(
+        all=True, filters={"label": "org.sidecar-bench.project=sidecar-bench"}
+    )
 
 
 def run_metas(project):
@@ -62,7 +71,8 @@ def run_metas(project):
     metas = {}
     for path in sorted((project / "results" / "e2e" / "runs").glob("*/rep*.parquet")):
         metas[(path.parent.name, int(path.stem.removeprefix("rep")))] = json.loads(
-            pq.read_schema(path).metadata[b"sidecar_bench"])
+            pq.read_schema(path).metadata[b"sidecar_bench"]
+        )
     return metas
 
 
@@ -98,8 +108,11 @@ def test_no_container_is_left_behind(finished):
     # the engine start theirs meanwhile.
     _, _, before = finished
     ours = ALL | CALIBRATION
-    assert [c.name for c in project_containers() if c.id not in before
-            and c.labels.get("org.sidecar-bench.condition") in ours] == []
+    assert [
+        c.name
+        for c in project_containers()
+        if c.id not in before and c.labels.get("org.sidecar-bench.condition") in ours
+    ] == []
 
 
 def test_summary_tables_and_charts_are_made(finished):
@@ -262,7 +275,11 @@ def test_a_deleted_run_file_is_measured_again_and_only_it(finished, tmp_path):
         kept.rename(run)
     assert plan.returncode == 0, plan.output
     assert plan.conditions == {GO_SIDECAR} and plan.repeats == {2}
-    assert plan.jobs["run_condition"] == 1 and plan.jobs["run_calibration"] == 0 and plan.jobs["build_image"] == 0
+    assert (
+        plan.jobs["run_condition"] == 1
+        and plan.jobs["run_calibration"] == 0
+        and plan.jobs["build_image"] == 0
+    )
     for rule in ("aggregate_runs", "make_tables", "plot_charts", "model_report"):
         assert plan.jobs[rule] == 1, rule
 
@@ -273,4 +290,6 @@ def test_editing_the_charts_module_remakes_the_charts_and_measures_nothing(finis
         plan = dry_run(project)
     assert plan.returncode == 0, plan.output
     assert plan.conditions == set(), plan.output
-    assert {rule for rule, n in plan.jobs.items() if n} == {"plot_charts", "model_report", "all"}, plan.output
+    assert {rule for rule, n in plan.jobs.items() if n} == {"plot_charts", "model_report", "all"}, (
+        plan.output
+    )

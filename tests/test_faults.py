@@ -35,9 +35,14 @@ VCPUS = (0.5, 1)
 
 def tiny_config(memory_mb: int, hosts=None, vcpus=VCPUS) -> dict:
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["faults"] = dict(app=["go"], vcpu=list(vcpus), memory_mb=[memory_mb], sidecar_count=[0],
-                                    sidecar_load_pct=[0])
-    config["presets"]["faults"] = {"sets": ["faults"], "repeats": 1, "load": {"duration_s": DURATION_S, "warmup_s": 0}}
+    config["sets"]["faults"] = dict(
+        app=["go"], vcpu=list(vcpus), memory_mb=[memory_mb], sidecar_count=[0], sidecar_load_pct=[0]
+    )
+    config["presets"]["faults"] = {
+        "sets": ["faults"],
+        "repeats": 1,
+        "load": {"duration_s": DURATION_S, "warmup_s": 0},
+    }
     config["preset"] = "faults"
     if hosts is not None:
         config["hosts"] = hosts
@@ -49,14 +54,18 @@ def conditions(memory_mb: int, vcpus=VCPUS) -> set:
 
 
 def run_files(project: Path) -> dict:
-    return {p.parent.name: p for p in (project / "results" / "faults" / "runs").glob("*/rep*.parquet")}
+    return {
+        p.parent.name: p for p in (project / "results" / "faults" / "runs").glob("*/rep*.parquet")
+    }
 
 
 def containers_of(client, condition_ids, status=None):
     """This test's containers by label, as the engine lists them (no inspect: they may be going away)."""
     found = []
     for condition in condition_ids:
-        found += client.api.containers(all=True, filters={"label": f"{runner.CONDITION_LABEL}={condition}"})
+        found += client.api.containers(
+            all=True, filters={"label": f"{runner.CONDITION_LABEL}={condition}"}
+        )
     return [c for c in found if status is None or c["State"] == status]
 
 
@@ -65,8 +74,12 @@ def deaths(client, condition_id: str, since: float, timeout: float = 15) -> dict
     events: stopped by itself, not killed (docker kill, or the forced removal of another job's sweep of a
     dead job's containers, which would hide a container that lived on). Fails after timeout seconds."""
     found, killed = {}, set()
-    events = client.events(since=int(since) - 1, until=int(since + timeout) + 1, decode=True,
-                           filters={"type": "container", "label": f"{runner.CONDITION_LABEL}={condition_id}"})
+    events = client.events(
+        since=int(since) - 1,
+        until=int(since + timeout) + 1,
+        decode=True,
+        filters={"type": "container", "label": f"{runner.CONDITION_LABEL}={condition_id}"},
+    )
     try:
         for event in events:
             attributes = event.get("Actor", {}).get("Attributes", {})
@@ -74,7 +87,9 @@ def deaths(client, condition_id: str, since: float, timeout: float = 15) -> dict
             if event.get("Action") == "kill":
                 killed.add(part)
             elif event.get("Action") == "die" and event["timeNano"] / 1e9 >= since:
-                assert part not in killed, f"the {part} was killed from outside, it did not stop by itself"
+                assert part not in killed, (
+                    f"the {part} was killed from outside, it did not stop by itself"
+                )
                 found[part] = (event["timeNano"] / 1e9 - since, int(attributes.get("exitCode", -1)))
                 if set(found) >= {"task", "loadgen"}:
                     break
@@ -92,9 +107,21 @@ def targets(memory_mb: int, vcpus=VCPUS) -> list[str]:
 def start_workflow(project: Path, memory_mb: int, vcpus=VCPUS) -> subprocess.Popen:
     log = open(project / "snakemake.out", "w")
     return subprocess.Popen(
-        [SNAKEMAKE, "--cores", "1", "--directory", str(project), "--snakefile", str(project / "Snakefile"),
-         *targets(memory_mb, vcpus)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=as_from_a_terminal)
+        [
+            SNAKEMAKE,
+            "--cores",
+            "1",
+            "--directory",
+            str(project),
+            "--snakefile",
+            str(project / "Snakefile"),
+            *targets(memory_mb, vcpus),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=as_from_a_terminal,
+    )
 
 
 def wait_mid_run(process, project, client, memory_mb, timeout=240, vcpus=VCPUS):
@@ -115,12 +142,16 @@ def wait_mid_run(process, project, client, memory_mb, timeout=240, vcpus=VCPUS):
 
 def lease_of_pids(client, pids) -> bool:
     current = lease.current(client)
-    return current is not None and current.labels.get(lease.LABEL_PREFIX + "pid") in {str(p) for p in pids}
+    return current is not None and current.labels.get(lease.LABEL_PREFIX + "pid") in {
+        str(p) for p in pids
+    }
 
 
 def job_pids(process) -> list[int]:
     """Snakemake and every process of its session (the jobs)."""
-    out = subprocess.run(["ps", "-o", "pid=", "-s", str(process.pid)], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["ps", "-o", "pid=", "-s", str(process.pid)], capture_output=True, text=True
+    ).stdout
     return [int(p) for p in out.split()]
 
 
@@ -136,7 +167,9 @@ def client():
     client.close()
 
 
-def test_sigkill_keeps_finished_runs_and_the_next_invocation_runs_only_what_is_missing(tmp_path, client):
+def test_sigkill_keeps_finished_runs_and_the_next_invocation_runs_only_what_is_missing(
+    tmp_path, client
+):
     memory = 521
     project = copy_project(tmp_path / "project")
     write_config(project, **tiny_config(memory))
@@ -144,8 +177,9 @@ def test_sigkill_keeps_finished_runs_and_the_next_invocation_runs_only_what_is_m
     try:
         interrupted = wait_mid_run(process, project, client, memory)
         pids = job_pids(process)
-        assert {c["Labels"][runner.PART_LABEL] for c in containers_of(client, {interrupted}, "running")} == \
-            {"task", "loadgen"}
+        assert {
+            c["Labels"][runner.PART_LABEL] for c in containers_of(client, {interrupted}, "running")
+        } == {"task", "loadgen"}
         # kill -9 of Snakemake and its job (a closed terminal's session, the OOM killer): nothing cleans up.
         killed = time.time()
         os.killpg(process.pid, signal.SIGKILL)
@@ -157,18 +191,28 @@ def test_sigkill_keeps_finished_runs_and_the_next_invocation_runs_only_what_is_m
     # deadline minutes later (within a second here; the bound is generous for a loaded machine).
     died = deaths(client, interrupted, killed)
     assert {part: code for part, (_, code) in died.items()} == {"task": 137, "loadgen": 137}
-    logging.getLogger(__name__).warning("the killed job's containers stopped %s s after the kill",
-                                        {part: round(after, 2) for part, (after, _) in died.items()})
+    logging.getLogger(__name__).warning(
+        "the killed job's containers stopped %s s after the kill",
+        {part: round(after, 2) for part, (after, _) in died.items()},
+    )
     finished = set(run_files(project))
     assert finished == conditions(memory) - {interrupted}
     assert no_partial_files(project) == []
     # Left behind stopped, found by label; the lease went with its holder.
-    assert {c["Labels"][runner.PART_LABEL] for c in containers_of(client, {interrupted})} == {"task", "loadgen"}
+    assert {c["Labels"][runner.PART_LABEL] for c in containers_of(client, {interrupted})} == {
+        "task",
+        "loadgen",
+    }
     wait_until(lambda: not lease_of_pids(client, pids), 10, "the dead job's lease was not released")
 
     # The documented cleanup command removes them, under the lease like a run.
-    cleanup = subprocess.run([sys.executable, str(ROOT / "scripts" / "cleanup.py")], cwd=project,
-                             capture_output=True, text=True, timeout=300)
+    cleanup = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "cleanup.py")],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert cleanup.returncode == 0, cleanup.stdout + cleanup.stderr
     # (Other leftovers on the engine may go too: under the lease, whatever carries the label is stale.)
     assert "local: removed " in cleanup.stdout, cleanup.stdout
@@ -221,9 +265,14 @@ def test_sigint_and_sigterm_to_snakemake_clean_up_and_keep_finished_runs(tmp_pat
     for path in run_files(project).values():
         assert record.read_run_meta(path)["condition"]["id"] == path.parent.name
     assert no_partial_files(project) == []
-    wait_until(lambda: containers_of(client, {interrupted}) == [], 30,
-             f"containers left after {how}: {output[-3000:]}")
-    wait_until(lambda: not lease_of_pids(client, pids), 10, "the lease outlived the interrupted job")
+    wait_until(
+        lambda: containers_of(client, {interrupted}) == [],
+        30,
+        f"containers left after {how}: {output[-3000:]}",
+    )
+    wait_until(
+        lambda: not lease_of_pids(client, pids), 10, "the lease outlived the interrupted job"
+    )
     plan = dry_run(project, *targets(memory, vcpus))
     if plan.returncode != 0 and "cannot be locked" in plan.output:
         assert snakemake(project, "--unlock", timeout=120).returncode == 0
@@ -239,8 +288,9 @@ class SecondEngine:
     def __init__(self) -> None:
         # A short path: unix socket paths are limited to 108 bytes.
         self.base = Path(tempfile.mkdtemp(prefix="sb-fault-", dir="/tmp"))
-        (self.base / "daemon.json").write_text(json.dumps({"deprecated-key-path": str(self.base / "key.json"),
-                                                           "shutdown-timeout": 1}))
+        (self.base / "daemon.json").write_text(
+            json.dumps({"deprecated-key-path": str(self.base / "key.json"), "shutdown-timeout": 1})
+        )
         self.url = f"unix://{self.base / 'docker.sock'}"
         self.bridge = f"sbfl{os.getpid() % 100000}"
         subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
@@ -250,10 +300,25 @@ class SecondEngine:
     def start(self) -> None:
         log = open(self.base / "dockerd.log", "a")
         self.process = subprocess.Popen(
-            ["dockerd", "--config-file", str(self.base / "daemon.json"), "--data-root", str(self.base / "data"),
-             "--exec-root", str(self.base / "exec"), "--pidfile", str(self.base / "docker.pid"), "-H", self.url,
-             f"--bridge={self.bridge}", "--iptables=false", "--ip-masq=false"],
-            stdout=log, stderr=subprocess.STDOUT)
+            [
+                "dockerd",
+                "--config-file",
+                str(self.base / "daemon.json"),
+                "--data-root",
+                str(self.base / "data"),
+                "--exec-root",
+                str(self.base / "exec"),
+                "--pidfile",
+                str(self.base / "docker.pid"),
+                "-H",
+                self.url,
+                f"--bridge={self.bridge}",
+                "--iptables=false",
+                "--ip-masq=false",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -261,7 +326,9 @@ class SecondEngine:
                 return
             except docker.errors.DockerException:
                 if time.monotonic() > deadline or self.process.poll() is not None:
-                    pytest.fail(f"the second dockerd did not start:\n{(self.base / 'dockerd.log').read_text()[-3000:]}")
+                    pytest.fail(
+                        f"the second dockerd did not start:\n{(self.base / 'dockerd.log').read_text()[-3000:]}"
+                    )
                 time.sleep(0.3)
 
     def stop(self) -> None:
@@ -271,8 +338,12 @@ class SecondEngine:
 
     def load_images(self, tags) -> None:
         save = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "-H", self.url, "load", "-q"], stdin=save.stdout, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["docker", "-H", self.url, "load", "-q"],
+            stdin=save.stdout,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         assert save.wait() == 0
 
     def close(self) -> None:
@@ -284,7 +355,9 @@ class SecondEngine:
         subprocess.run(["ip", "link", "delete", self.bridge], check=False)
 
 
-def test_a_new_engine_without_images_pulls_nothing_and_warns_that_only_the_local_lock_guards_it(tmp_path, caplog):
+def test_a_new_engine_without_images_pulls_nothing_and_warns_that_only_the_local_lock_guards_it(
+    tmp_path, caplog
+):
     """Before the first image exists on an engine the lease has no image to run in: nothing is pulled, and the
     job (the first base-image build) goes on under the local lock with a warning that says so."""
     from sidecar_bench import hosts
@@ -296,12 +369,16 @@ def test_a_new_engine_without_images_pulls_nothing_and_warns_that_only_the_local
         with pytest.raises(lease.LeaseUnavailable, match="is on the engine"):
             lease.lease_image(fresh)
         with caplog.at_level(logging.WARNING, logger=hosts.log.name):
-            with hosts.host_lock([{"name": "fresh", "url": engine.url}], tmp_path / "locks", 60,
-                                 "build base") as (host, _):
+            with hosts.host_lock(
+                [{"name": "fresh", "url": engine.url}], tmp_path / "locks", 60, "build base"
+            ) as (host, _):
                 assert host["name"] == "fresh" and lease.current(fresh) is None
         warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-        assert any("no engine lease" in w and "only the local lock guards this engine until an image exists" in w
-                   for w in warnings), warnings
+        assert any(
+            "no engine lease" in w
+            and "only the local lock guards this engine until an image exists" in w
+            for w in warnings
+        ), warnings
         assert fresh.images.list(all=True) == []  # nothing was pulled
         fresh.close()
     finally:
@@ -313,8 +390,13 @@ def second_engine():
     engine = SecondEngine()
     try:
         engine.start()
-        engine.load_images(["sidecar-bench/debian-minbase:bookworm", "sidecar-bench/loadgen:latest",
-                            "sidecar-bench/task:go"])
+        engine.load_images(
+            [
+                "sidecar-bench/debian-minbase:bookworm",
+                "sidecar-bench/loadgen:latest",
+                "sidecar-bench/task:go",
+            ]
+        )
         yield engine
     finally:
         engine.close()
@@ -326,19 +408,30 @@ def test_two_engines_of_one_machine_never_hold_it_at_once(second_engine, tmp_pat
     assert first.info()["ID"] != second.info()["ID"]
     from sidecar_bench import hosts
 
-    with hosts.host_lock([{"name": "first", "url": None}], tmp_path / "a", 60, "measuring on first"):
-        with pytest.raises(lease.LeaseBusy, match=r"another engine of this machine \(boot id [0-9a-f-]+\): "
-                                                  r".*pid %d .*\(measuring on first\)" % os.getpid()):
+    with hosts.host_lock(
+        [{"name": "first", "url": None}], tmp_path / "a", 60, "measuring on first"
+    ):
+        with pytest.raises(
+            lease.LeaseBusy,
+            match=r"another engine of this machine \(boot id [0-9a-f-]+\): "
+            r".*pid %d .*\(measuring on first\)" % os.getpid(),
+        ):
             lease.try_acquire(second, "second")
     # Free again: the second engine's lease is taken (and given back) at once.
-    with hosts.host_lock([{"name": "second", "url": second_engine.url}], tmp_path / "b", 60, "on second", wait=False):
+    with hosts.host_lock(
+        [{"name": "second", "url": second_engine.url}], tmp_path / "b", 60, "on second", wait=False
+    ):
         assert lease.current(second) is not None
 
 
-def test_engine_stopping_mid_run_fails_naming_the_host_and_a_rerun_completes_what_is_missing(second_engine, tmp_path):
+def test_engine_stopping_mid_run_fails_naming_the_host_and_a_rerun_completes_what_is_missing(
+    second_engine, tmp_path
+):
     memory = 524
     project = copy_project(tmp_path / "project")
-    write_config(project, **tiny_config(memory, hosts=[{"name": "second", "url": second_engine.url}]))
+    write_config(
+        project, **tiny_config(memory, hosts=[{"name": "second", "url": second_engine.url}])
+    )
     client = docker.DockerClient(base_url=second_engine.url)
     process = start_workflow(project, memory)
     try:
@@ -348,11 +441,16 @@ def test_engine_stopping_mid_run_fails_naming_the_host_and_a_rerun_completes_wha
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
-    logs = "\n".join(p.read_text(errors="replace") for p in (project / "results" / "faults" / "logs").rglob("*.log"))
+    logs = "\n".join(
+        p.read_text(errors="replace")
+        for p in (project / "results" / "faults" / "logs").rglob("*.log")
+    )
     output = (project / "snakemake.out").read_text() + logs
     assert process.returncode != 0
-    assert f"Docker host second ({second_engine.url}): the engine went away in the middle of the job" in output, \
-        output[-5000:]
+    assert (
+        f"Docker host second ({second_engine.url}): the engine went away in the middle of the job"
+        in output
+    ), output[-5000:]
     assert f"FAILED {interrupted} rep 1 on second" in output
     assert set(run_files(project)) == conditions(memory) - {interrupted}
     assert no_partial_files(project) == []
@@ -360,7 +458,9 @@ def test_engine_stopping_mid_run_fails_naming_the_host_and_a_rerun_completes_wha
     second_engine.start()
     done = snakemake(project, *targets(memory), timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    assert done.stdout.count("sidecar-bench: start") + done.stderr.count("sidecar-bench: start") == 1
+    assert (
+        done.stdout.count("sidecar-bench: start") + done.stderr.count("sidecar-bench: start") == 1
+    )
     assert set(run_files(project)) == conditions(memory)
     client = docker.DockerClient(base_url=second_engine.url)
     # The containers the stopped engine kept were swept by the rerun's job; the stale lease broken.
@@ -378,7 +478,9 @@ with host_lock([{{"name": "second", "url": {url!r}}}], {locks!r}, 3600, "task to
 """
 
 
-def test_an_engine_stopping_mid_task_run_leaves_what_the_next_sweep_removes(second_engine, tmp_path):
+def test_an_engine_stopping_mid_task_run_leaves_what_the_next_sweep_removes(
+    second_engine, tmp_path
+):
     """The task topology's containers and task cgroup after its engine stops mid-run: the run fails, writes no
     file, and once the engine is back the sweep every run makes under the lease removes the containers (the
     reader naming the cgroup among them, stopped) and then the task cgroup."""
@@ -392,16 +494,29 @@ def test_an_engine_stopping_mid_task_run_leaves_what_the_next_sweep_removes(seco
     condition = Condition("go", 0.25, 2041, 1, 10, topology="task")
     label = [f"{runner.PROJECT_LABEL}={runner.PROJECT}", f"{runner.CONDITION_LABEL}={condition.id}"]
     out = tmp_path / "run.parquet"
-    script = TASK_RUN.format(condition=condition.as_dict(), url=second_engine.url, locks=str(tmp_path / "locks"),
-                             out=str(out))
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    script = TASK_RUN.format(
+        condition=condition.as_dict(),
+        url=second_engine.url,
+        locks=str(tmp_path / "locks"),
+        out=str(out),
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     client = docker.DockerClient(base_url=second_engine.url)
     try:
+
         def mid():
             assert process.poll() is None, process.stdout.read().decode(errors="replace")[-3000:]
-            parts = {c.labels.get(runner.PART_LABEL) for c in client.containers.list(filters={"label": label})}
+            parts = {
+                c.labels.get(runner.PART_LABEL)
+                for c in client.containers.list(filters={"label": label})
+            }
             return {"reader", "task", "loadgen"} <= parts and task_cgroups() != []
+
         wait_until(mid, 120, "the task run did not get under way on the second engine")
         time.sleep(2)
         second_engine.stop()
@@ -418,7 +533,9 @@ def test_an_engine_stopping_mid_task_run_leaves_what_the_next_sweep_removes(seco
     client = docker.DockerClient(base_url=second_engine.url)
     left = client.containers.list(all=True, filters={"label": label})
     assert "reader" in {c.labels[runner.PART_LABEL] for c in left}, [c.name for c in left]
-    with host_lock([{"name": "second", "url": second_engine.url}], tmp_path / "locks", 60, "sweep") as (_, held):
+    with host_lock(
+        [{"name": "second", "url": second_engine.url}], tmp_path / "locks", 60, "sweep"
+    ) as (_, held):
         job.remove_stale_containers(held)
     assert client.containers.list(all=True, filters={"label": label}) == []
     assert task_cgroups() == []

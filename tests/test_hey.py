@@ -17,15 +17,39 @@ def read(name: str) -> str:
 
 def test_command_is_the_articles_hey_call_with_csv_output():
     assert hey.command("http://127.0.0.1:8080/work", 30, 10) == [
-        "hey", "-z", "30s", "-c", "10", "-o", "csv", "http://127.0.0.1:8080/work"]
+        "hey",
+        "-z",
+        "30s",
+        "-c",
+        "10",
+        "-o",
+        "csv",
+        "http://127.0.0.1:8080/work",
+    ]
     assert hey.command("http://127.0.0.1:8080/work", 2.5, 1)[2] == "2.5s"
 
 
 def test_csv_goes_to_a_file_with_no_value_inside_the_script():
-    argv = hey.command_to_file("http://127.0.0.1:8080/work", 30, 10, "/tmp/x y.csv", ("timeout", "-s", "KILL", "90"))
+    argv = hey.command_to_file(
+        "http://127.0.0.1:8080/work", 30, 10, "/tmp/x y.csv", ("timeout", "-s", "KILL", "90")
+    )
     assert argv[:2] == ["sh", "-c"] and "30" not in argv[2] and "/tmp/x y.csv" not in argv[2]
-    assert argv[3:] == ["hey-to-file", "/tmp/x y.csv", "timeout", "-s", "KILL", "90", "hey", "-z", "30s", "-c", "10",
-                        "-o", "csv", "http://127.0.0.1:8080/work"]
+    assert argv[3:] == [
+        "hey-to-file",
+        "/tmp/x y.csv",
+        "timeout",
+        "-s",
+        "KILL",
+        "90",
+        "hey",
+        "-z",
+        "30s",
+        "-c",
+        "10",
+        "-o",
+        "csv",
+        "http://127.0.0.1:8080/work",
+    ]
 
 
 def test_load_generator_cpu_from_its_counter_lines():
@@ -34,7 +58,10 @@ def test_load_generator_cpu_from_its_counter_lines():
     assert hey.parse_loadgen_usage("@@usage_none\n@@usage_none\n") is None
     # A counter that stood still: no CPU used, not an error.
     assert hey.parse_loadgen_usage("@@usage_us 7\n@@usage_us 7\n") == 0
-    with pytest.raises(hey.HeyOutputError, match=r"^the load generator's CPU counter went backwards: 2.0 then 1.0 s$"):
+    with pytest.raises(
+        hey.HeyOutputError,
+        match=r"^the load generator's CPU counter went backwards: 2.0 then 1.0 s$",
+    ):
         hey.parse_loadgen_usage("@@usage_us 2000000\n@@usage_us 1000000\n")
 
 
@@ -52,8 +79,13 @@ def test_parse_csv_keeps_every_recorded_request_with_all_phases():
     assert str(samples["status_code"].dtype) == "int64"
     first = samples.iloc[0]
     # First data line of the fixture: 0.0054,0.0005,0.0000,0.0001,0.0040,0.0007,200,0.0001
-    assert (first.response_time_s, first.dns_dialup_s, first.response_delay_s, first.status_code,
-            first.offset_s) == (0.0054, 0.0005, 0.0040, 200, 0.0001)
+    assert (
+        first.response_time_s,
+        first.dns_dialup_s,
+        first.response_delay_s,
+        first.status_code,
+        first.offset_s,
+    ) == (0.0054, 0.0005, 0.0040, 200, 0.0001)
 
 
 def test_non_2xx_rows_are_kept_and_counted():
@@ -110,7 +142,9 @@ def test_text_summary_instead_of_csv_is_refused():
 
 def test_old_hey_without_status_and_offset_is_refused():
     with pytest.raises(hey.HeyOutputError, match="status-code and offset"):
-        hey.parse_csv("response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read\n0.1,0,0,0,0.1,0\n")
+        hey.parse_csv(
+            "response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read\n0.1,0,0,0,0.1,0\n"
+        )
 
 
 # ---- any valid rows (hypothesis) ----------------------------------------------------------------
@@ -118,10 +152,20 @@ def test_old_hey_without_status_and_offset_is_refused():
 
 # hey formats every time with "%4.4f" (seconds, 0.1 ms resolution), the status with %d.
 ten_thousandths = st.integers(min_value=0, max_value=600_000).map(lambda n: n / 10_000)
-rows = st.lists(st.tuples(ten_thousandths, ten_thousandths, ten_thousandths, ten_thousandths, ten_thousandths,
-                          ten_thousandths, st.integers(min_value=100, max_value=599),
-                          st.integers(min_value=0, max_value=300_000).map(lambda n: n / 10_000)),
-                min_size=1, max_size=40)
+rows = st.lists(
+    st.tuples(
+        ten_thousandths,
+        ten_thousandths,
+        ten_thousandths,
+        ten_thousandths,
+        ten_thousandths,
+        ten_thousandths,
+        st.integers(min_value=100, max_value=599),
+        st.integers(min_value=0, max_value=300_000).map(lambda n: n / 10_000),
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
 def as_hey_csv(records) -> str:
@@ -143,7 +187,9 @@ def test_any_rows_hey_can_write_parse_to_the_same_values_and_checks(records):
     assert check.span_s == pytest.approx(max(r[7] + r[0] for r in records), abs=1e-9)
     assert check.max_offset_s == pytest.approx(max(r[7] for r in records), abs=1e-9)
     if check.span_s > 0:
-        assert check.time_coverage == pytest.approx(sum(r[0] for r in records) / (10 * check.span_s))
+        assert check.time_coverage == pytest.approx(
+            sum(r[0] for r in records) / (10 * check.span_s)
+        )
 
 
 def test_cells_hey_never_writes_are_refused():
@@ -155,7 +201,14 @@ def test_cells_hey_never_writes_are_refused():
     with pytest.raises(hey.HeyOutputError, match=r"^hey CSV has non-integer status codes$"):
         hey.parse_csv(f"{header}\n0.0054,0.0005,0.0000,0.0001,0.0040,0.0007,200.5,0.0001\n")
     # Lines before the header (a wrapper's own output) are skipped.
-    assert len(hey.parse_csv(f"starting\n{header}\n0.0054,0.0005,0.0000,0.0001,0.0040,0.0007,200,0.0001\n")) == 1
+    assert (
+        len(
+            hey.parse_csv(
+                f"starting\n{header}\n0.0054,0.0005,0.0000,0.0001,0.0040,0.0007,200,0.0001\n"
+            )
+        )
+        == 1
+    )
 
 
 def one_request(status=200, offset=0.5, response_time=0.01):
@@ -167,7 +220,9 @@ def test_status_codes_100_to_599_are_kept_and_only_2xx_count_as_success():
     for status, non_2xx in ((100, 1), (199, 1), (200, 0), (299, 0), (300, 1), (599, 1)):
         assert hey.check_samples(one_request(status), 1, 1).non_2xx == non_2xx, status
     for status in (99, 600):
-        with pytest.raises(ValueError, match=rf"^hey recorded status codes outside 100..599: \[{status}\]$"):
+        with pytest.raises(
+            ValueError, match=rf"^hey recorded status codes outside 100..599: \[{status}\]$"
+        ):
             hey.check_samples(one_request(status), 1, 1)
     # The error lists the bad codes only, not the valid ones at either end beside them.
     for bad, good in ((600, 100), (99, 599)):
@@ -193,7 +248,10 @@ def test_time_coverage_is_busy_time_over_concurrency_times_the_window():
     assert hey.check_samples(samples, 1, 1).time_coverage == 1.0
     assert hey.check_samples(samples, 1, 4).time_coverage == 0.25
     instant = one_request(offset=0.0, response_time=0.0)
-    assert (hey.check_samples(instant, 1, 1).span_s, hey.check_samples(instant, 1, 1).time_coverage) == (0.0, 0.0)
+    assert (
+        hey.check_samples(instant, 1, 1).span_s,
+        hey.check_samples(instant, 1, 1).time_coverage,
+    ) == (0.0, 0.0)
 
 
 def test_heys_start_on_the_uptime_clock():

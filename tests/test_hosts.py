@@ -41,9 +41,20 @@ def second_engine():
     log = open(base / "dockerd.log", "w")
     dockerd = subprocess.Popen(
         [
-            "dockerd", "--config-file", str(base / "daemon.json"), "--data-root", str(base / "data"),
-            "--exec-root", str(base / "exec"), "--pidfile", str(base / "docker.pid"), "-H", f"unix://{socket}",
-            f"--bridge={bridge}", "--iptables=false", "--ip-masq=false",
+            "dockerd",
+            "--config-file",
+            str(base / "daemon.json"),
+            "--data-root",
+            str(base / "data"),
+            "--exec-root",
+            str(base / "exec"),
+            "--pidfile",
+            str(base / "docker.pid"),
+            "-H",
+            f"unix://{socket}",
+            f"--bridge={bridge}",
+            "--iptables=false",
+            "--ip-masq=false",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -56,7 +67,9 @@ def second_engine():
             break
         except docker.errors.DockerException:
             if time.monotonic() > deadline or dockerd.poll() is not None:
-                pytest.fail(f"the second dockerd did not start:\n{(base / 'dockerd.log').read_text()[-3000:]}")
+                pytest.fail(
+                    f"the second dockerd did not start:\n{(base / 'dockerd.log').read_text()[-3000:]}"
+                )
             time.sleep(0.5)
     preload_images(url)
     yield url
@@ -85,7 +98,9 @@ def preload_images(url):
     for variant in ("go", "go-sidecar", "loadgen"):
         image.ensure_variant(local, variant, base)
     save = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE)
-    loaded = subprocess.run(["docker", "-H", url, "load", "-q"], stdin=save.stdout, capture_output=True, text=True)
+    loaded = subprocess.run(
+        ["docker", "-H", url, "load", "-q"], stdin=save.stdout, capture_output=True, text=True
+    )
     save.stdout.close()
     assert save.wait() == 0 and loaded.returncode == 0, loaded.stderr
 
@@ -94,20 +109,30 @@ def windows(runs):
     for path in runs:
         meta = json.loads(pq.read_schema(path).metadata[b"sidecar_bench"])
         env = meta["environment"]
-        yield env["host_name"], env["engine_id"], datetime.fromisoformat(env["run_start"]), datetime.fromisoformat(env["run_end"])
+        yield (
+            env["host_name"],
+            env["engine_id"],
+            datetime.fromisoformat(env["run_start"]),
+            datetime.fromisoformat(env["run_end"]),
+        )
 
 
 def test_two_engines_of_one_machine_never_measure_at_once(tmp_path, second_engine):
     project = copy_project(tmp_path / "project")
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["two"] = dict(app=["go"], vcpu=[0.5, 1], memory_mb=[512], sidecar_count=[0, 1], sidecar_load_pct=[10])
+    config["sets"]["two"] = dict(
+        app=["go"], vcpu=[0.5, 1], memory_mb=[512], sidecar_count=[0, 1], sidecar_load_pct=[10]
+    )
     # No warm-up: the spans compared below are whole runs, whatever their phases.
     config["presets"]["two"] = {"sets": ["two"], "load": {"duration_s": 3, "warmup_s": 0}}
     hosts = [{"name": "first", "url": None}, {"name": "second", "url": second_engine}]
     write_config(project, preset="two", presets=config["presets"], sets=config["sets"], hosts=hosts)
     # The matrix's run files and the images they need on both engines; the analysis measures nothing.
-    targets = [f"results/two/runs/go_cpu{vcpu}_mem512_sc{count}_load{load}/rep1.parquet"
-               for vcpu in ("0.5", "1") for count, load in ((0, "00"), (1, "10"))]
+    targets = [
+        f"results/two/runs/go_cpu{vcpu}_mem512_sc{count}_load{load}/rep1.parquet"
+        for vcpu in ("0.5", "1")
+        for count, load in ((0, "00"), (1, "10"))
+    ]
     done = snakemake(project, *targets, cores=2, timeout=1500)
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
 

@@ -29,7 +29,9 @@ SIDECAR_ROLES = ["proxy", "agent", "log_router"]
 def task_dir(tmp_path):
     """A copy of task-image/ (without build products) that a test may edit."""
     copy = tmp_path / "task-image"
-    shutil.copytree(image.TASK_IMAGE_DIR, copy, ignore=shutil.ignore_patterns("node_modules", ".next"))
+    shutil.copytree(
+        image.TASK_IMAGE_DIR, copy, ignore=shutil.ignore_patterns("node_modules", ".next")
+    )
     return copy
 
 
@@ -46,7 +48,12 @@ def test_changing_the_sidecar_changes_only_sidecar_variants(task_dir):
     with open(task_dir / "sidecar" / "sidecar.py", "a") as f:
         f.write("# a change\n")
     # The proxy variants hold the busy-loop sidecar too, for the roles after the proxy.
-    assert _changed(before, _digests(task_dir)) == ["go-proxy", "go-sidecar", "next-proxy", "next-sidecar"]
+    assert _changed(before, _digests(task_dir)) == [
+        "go-proxy",
+        "go-sidecar",
+        "next-proxy",
+        "next-sidecar",
+    ]
 
 
 def test_changing_app_go_changes_only_go_variants(task_dir):
@@ -94,15 +101,23 @@ def test_base_image_name_enters_the_digest(task_dir):
 
 
 def test_app_only_variants_do_not_depend_on_the_sidecar():
-    rel = lambda v: {p.relative_to(image.TASK_IMAGE_DIR).as_posix() for p in image.variant_inputs(v)}  # noqa: E731
+    def rel(variant):
+        return {
+            p.relative_to(image.TASK_IMAGE_DIR).as_posix() for p in image.variant_inputs(variant)
+        }
+
     assert "sidecar/sidecar.py" not in rel("go") | rel("next")
     assert "sidecar/sidecar.py" in rel("go-sidecar") & rel("next-sidecar")
     assert {"Dockerfile", "entrypoint.sh", "app-go/main.go", "app-go/go.mod"} <= rel("go")
     assert {"app-next/package-lock.json", "app-next/pages/work.js"} <= rel("next")
     assert not any(p.startswith("app-go/") for p in rel("next"))
     assert rel("loadgen") == {"loadgen/Dockerfile"}
-    assert rel("loadgen-open") == {"loadgen-open/Dockerfile", "loadgen-open/go.mod", "loadgen-open/main.go",
-                                   "loadgen-open/main_test.go"}
+    assert rel("loadgen-open") == {
+        "loadgen-open/Dockerfile",
+        "loadgen-open/go.mod",
+        "loadgen-open/main.go",
+        "loadgen-open/main_test.go",
+    }
 
 
 def test_unknown_variant_is_a_clear_error():
@@ -113,13 +128,17 @@ def test_unknown_variant_is_a_clear_error():
 def test_pruned_dockerfile_keeps_only_the_stages_a_target_needs():
     text = (image.TASK_IMAGE_DIR / "Dockerfile").read_text()
     stages = lambda target: [  # noqa: E731
-        line.split()[-1] for line in image.prune_dockerfile(text, target).splitlines() if line.startswith("FROM ")
+        line.split()[-1]
+        for line in image.prune_dockerfile(text, target).splitlines()
+        if line.startswith("FROM ")
     ]
     assert stages("go") == ["base", "go-build", "go"]
     assert stages("go-sidecar") == ["base", "go-build", "python-runtime", "go-sidecar"]
     assert stages("next") == ["base", "node-runtime", "next"]
     assert stages("next-sidecar") == ["base", "node-runtime", "node-python-runtime", "next-sidecar"]
-    assert image.prune_dockerfile(text, "go").startswith("# sidecar-bench task image")  # global ARG kept
+    assert image.prune_dockerfile(text, "go").startswith(
+        "# sidecar-bench task image"
+    )  # global ARG kept
 
 
 @pytest.mark.parametrize(
@@ -188,10 +207,16 @@ def _fetch(containers, task, path, timeout_s=20, as_json=True):
         f"i=0; while [ $i -lt {timeout_s * 10} ]; do "
         f"curl -sf http://127.0.0.1:8080{path} && exit 0; i=$((i+1)); sleep 0.1; done; exit 1"
     )
-    lg = containers(image.image_tag("loadgen"), command=["sh", "-c", script], network_mode=f"container:{task.id}")
+    lg = containers(
+        image.image_tag("loadgen"),
+        command=["sh", "-c", script],
+        network_mode=f"container:{task.id}",
+    )
     status = _wait_exit(lg, timeout=timeout_s + 10)
     out = lg.logs(stdout=True, stderr=False).decode()
-    assert status == 0, f"GET {path} failed: {lg.logs().decode()}\ntask log:\n{task.logs().decode()}"
+    assert status == 0, (
+        f"GET {path} failed: {lg.logs().decode()}\ntask log:\n{task.logs().decode()}"
+    )
     return json.loads(out) if as_json else out
 
 
@@ -200,7 +225,10 @@ def _read_roles(task, timeout_s=10):
     while time.monotonic() < deadline:
         code, out = task.exec_run(["cat", "/run/sidecar-bench/roles"])
         if code == 0:
-            return [(role, int(pid)) for role, pid in (line.split() for line in out.decode().splitlines())]
+            return [
+                (role, int(pid))
+                for role, pid in (line.split() for line in out.decode().splitlines())
+            ]
         time.sleep(0.1)
     raise AssertionError(f"no roles file after {timeout_s} s; log:\n{task.logs().decode()}")
 
@@ -218,7 +246,9 @@ def test_images_carry_variant_digest_and_version_labels(client, images):
     for variant in image.VARIANTS:
         labels = client.images.get(image.image_tag(variant)).labels
         assert labels["org.sidecar-bench.variant"] == variant
-        assert labels["org.sidecar-bench.inputs-digest"] == image.inputs_digest(variant, images["base"])
+        assert labels["org.sidecar-bench.inputs-digest"] == image.inputs_digest(
+            variant, images["base"]
+        )
     versions = {v: image.image_versions(client, image.image_tag(v)) for v in image.VARIANTS}
     assert set(versions["go"]) == {"go"}
     assert set(versions["go-sidecar"]) == {"go", "python"}
@@ -247,15 +277,30 @@ def test_next_work_is_an_ssr_page_that_answers_1229(containers, images):
 @pytest.mark.docker
 @pytest.mark.parametrize("count", [0, 1, 2, 3])
 def test_sidecar_count_starts_exactly_that_many_sidecars_with_roles(containers, images, count):
-    task = containers(image.image_tag("go-sidecar"), environment={"SIDECAR_COUNT": str(count), "SIDECAR_LOAD": "2.5"})
+    task = containers(
+        image.image_tag("go-sidecar"),
+        environment={"SIDECAR_COUNT": str(count), "SIDECAR_LOAD": "2.5"},
+    )
     roles = _read_roles(task)
     assert [role for role, _ in roles] == ["app"] + SIDECAR_ROLES[:count]
     for role, pid in roles:
         code, out = task.exec_run(["cat", f"/proc/{pid}/cmdline"])
         assert code == 0, f"{role} (pid {pid}) is not running"
         argv = out.decode().rstrip("\0").split("\0")
-        expected = ["/app/app-go"] if role == "app" else ["python3", "/sidecar/sidecar.py", "--role", role, "--load", "2.5",
-                                                                "--burn", "wall"]
+        expected = (
+            ["/app/app-go"]
+            if role == "app"
+            else [
+                "python3",
+                "/sidecar/sidecar.py",
+                "--role",
+                role,
+                "--load",
+                "2.5",
+                "--burn",
+                "wall",
+            ]
+        )
         assert argv == expected
     # And no other sidecar runs: the engine's process list of the whole container.
     top = task.top()
@@ -267,8 +312,10 @@ def test_sidecar_count_starts_exactly_that_many_sidecars_with_roles(containers, 
 @pytest.mark.parametrize("burn", ["wall", "cpu"])
 def test_sidecar_burns_its_share_by_kernel_accounting(containers, images, burn):
     """15 % of one core over 5 s, from /proc/PID/stat (not the sidecar's own claim)."""
-    task = containers(image.image_tag("go-sidecar"),
-                      environment={"SIDECAR_COUNT": "1", "SIDECAR_LOAD": "15", "SIDECAR_BURN": burn})
+    task = containers(
+        image.image_tag("go-sidecar"),
+        environment={"SIDECAR_COUNT": "1", "SIDECAR_LOAD": "15", "SIDECAR_BURN": burn},
+    )
     pid = dict(_read_roles(task))["proxy"]
     code, out = task.exec_run(["getconf", "CLK_TCK"])
     hz = int(out)
@@ -306,14 +353,18 @@ def test_bad_environment_fails_fast_with_its_message(containers, images, env, me
 @pytest.mark.docker
 @pytest.mark.parametrize("variant", ["go", "next"])
 def test_app_only_variant_refuses_sidecars(containers, images, variant):
-    task = containers(image.image_tag(variant), environment={"SIDECAR_COUNT": "2", "SIDECAR_LOAD": "5"})
+    task = containers(
+        image.image_tag(variant), environment={"SIDECAR_COUNT": "2", "SIDECAR_LOAD": "5"}
+    )
     assert _wait_exit(task, timeout=10) != 0
     assert "this image has no sidecar" in task.logs().decode()
 
 
 @pytest.mark.docker
 def test_sigterm_stops_everything_promptly(containers, images):
-    task = containers(image.image_tag("go-sidecar"), environment={"SIDECAR_COUNT": "3", "SIDECAR_LOAD": "5"})
+    task = containers(
+        image.image_tag("go-sidecar"), environment={"SIDECAR_COUNT": "3", "SIDECAR_LOAD": "5"}
+    )
     _read_roles(task)
     started = time.monotonic()
     task.stop(timeout=60)  # SIGKILL only after 60 s
@@ -326,7 +377,9 @@ def test_sigterm_stops_everything_promptly(containers, images):
 
 @pytest.mark.docker
 def test_container_exits_with_the_apps_status_when_the_app_dies(containers, images):
-    task = containers(image.image_tag("go-sidecar"), environment={"SIDECAR_COUNT": "2", "SIDECAR_LOAD": "5"})
+    task = containers(
+        image.image_tag("go-sidecar"), environment={"SIDECAR_COUNT": "2", "SIDECAR_LOAD": "5"}
+    )
     app_pid = dict(_read_roles(task))["app"]
     code, out = task.exec_run(["bash", "-c", f"kill -KILL {app_pid}"])  # no procps: bash's builtin
     assert code == 0, out
@@ -348,26 +401,39 @@ def test_second_ensure_without_changes_builds_nothing(client, images, caplog):
 
 @pytest.mark.docker
 def test_failed_build_names_the_variant_and_shows_the_log_tail(client, images, task_dir):
-    (task_dir / "app-go" / "main.go").write_text("package main\n\nfunc main() { undefinedThing() }\n")
+    (task_dir / "app-go" / "main.go").write_text(
+        "package main\n\nfunc main() { undefinedThing() }\n"
+    )
     with pytest.raises(image.ImageError) as failure:
         image.build_variant(client, "go", images["base"], root=task_dir)
     message = str(failure.value)
     assert "build sidecar-bench/task:go failed" in message
     assert "undefined: undefinedThing" in message  # the compiler's words, from the log tail
-    assert client.images.get(image.image_tag("go")).id == images["go"]  # the good image keeps its tag
+    assert (
+        client.images.get(image.image_tag("go")).id == images["go"]
+    )  # the good image keeps its tag
 
 
 @pytest.mark.docker
 def test_missing_base_without_fallback_is_a_clear_error(client):
-    with pytest.raises(image.ImageError, match="base image sidecar-bench/no-such-base:1: not present and cannot be pulled"):
+    with pytest.raises(
+        image.ImageError,
+        match="base image sidecar-bench/no-such-base:1: not present and cannot be pulled",
+    ):
         image.ensure_base(client, "sidecar-bench/no-such-base:1", None)
 
 
 def test_editing_only_the_next_stages_leaves_the_go_digests_alone(tmp_path):
     root = tmp_path / "task-image"
-    shutil.copytree(image.TASK_IMAGE_DIR, root, ignore=shutil.ignore_patterns("node_modules", ".next"))
+    shutil.copytree(
+        image.TASK_IMAGE_DIR, root, ignore=shutil.ignore_patterns("node_modules", ".next")
+    )
     before = {v: image.inputs_digest(v, "debian:bookworm-slim", root) for v in image.TASK_VARIANTS}
     dockerfile = root / "Dockerfile"
-    dockerfile.write_text(dockerfile.read_text().replace("FROM node-runtime AS next\n", "FROM node-runtime AS next\n# edited\n"))
+    dockerfile.write_text(
+        dockerfile.read_text().replace(
+            "FROM node-runtime AS next\n", "FROM node-runtime AS next\n# edited\n"
+        )
+    )
     after = {v: image.inputs_digest(v, "debian:bookworm-slim", root) for v in image.TASK_VARIANTS}
     assert [v for v in image.TASK_VARIANTS if before[v] != after[v]] == ["next"]

@@ -3,8 +3,14 @@
 import numpy as np
 import pytest
 
-from sidecar_bench.intervals import (condition_intervals, draw_weights, metric_names, percentile_name, run_blocks,
-                                     seed_for)
+from sidecar_bench.intervals import (
+    condition_intervals,
+    draw_weights,
+    metric_names,
+    percentile_name,
+    run_blocks,
+    seed_for,
+)
 from sidecar_bench.stats import latency_stats
 
 
@@ -20,10 +26,14 @@ def test_identical_blocks_give_zero_width_intervals():
     runs = [run_blocks(np.tile(block, 5), np.repeat(np.arange(5), 10) + 0.1, 5.0) for _ in range(2)]
     found = condition_intervals("same", runs, 100.0, resamples=200)
     assert found.point["rps"] == pytest.approx(10.0)
-    assert found.point["p50_ms"] == pytest.approx(5.0) and found.point["p90_ms"] == pytest.approx(9.0)
+    assert found.point["p50_ms"] == pytest.approx(5.0) and found.point["p90_ms"] == pytest.approx(
+        9.0
+    )
     for name in ("rps", "p50_ms", "p90_ms", "p99_ms", "slow_1p_share"):
         interval = found.intervals[name]
-        assert interval.lo == pytest.approx(found.point[name]) and interval.hi == pytest.approx(found.point[name])
+        assert interval.lo == pytest.approx(found.point[name]) and interval.hi == pytest.approx(
+            found.point[name]
+        )
 
 
 def test_two_runs_that_differ_span_both():
@@ -69,7 +79,9 @@ def test_the_last_partial_block_counts_its_real_length():
 
 def test_slow_shares_count_responses_beyond_whole_periods():
     rt = np.r_[np.full(90, 0.002), np.full(6, 0.150), np.full(3, 0.250), np.full(1, 0.300)]
-    found = condition_intervals("slow", [run_blocks(rt, np.linspace(0, 9.5, 100), 10.0)], 100.0, resamples=50)
+    found = condition_intervals(
+        "slow", [run_blocks(rt, np.linspace(0, 9.5, 100), 10.0)], 100.0, resamples=50
+    )
     assert found.point["slow_1p_share"] == pytest.approx(0.10)
     assert found.point["slow_2p_share"] == pytest.approx(0.04)
     assert found.point["slow_3p_share"] == pytest.approx(0.0)  # 300 ms is not slower than 3 periods
@@ -127,8 +139,11 @@ def test_the_within_run_interval_covers_a_runs_true_rate_95_percent_of_the_time(
     for i in range(conditions):
         run = one_run_of_counts(rng.poisson(50, 60))
         for level in covered:
-            found = (condition_intervals(f"c{i}", [run], 100.0, resamples=500) if level == 0.95
-                     else condition_intervals(f"c{i}", [run], 100.0, resamples=500, confidence=level))
+            found = (
+                condition_intervals(f"c{i}", [run], 100.0, resamples=500)
+                if level == 0.95
+                else condition_intervals(f"c{i}", [run], 100.0, resamples=500, confidence=level)
+            )
             covered[level] += found.intervals["rps"].lo <= 50.0 <= found.intervals["rps"].hi
     share = {level: n / conditions for level, n in covered.items()}
     assert 0.92 <= share[0.95] <= 0.97
@@ -139,18 +154,27 @@ def test_nearest_rank_of_99_9_percent_of_1000_is_the_999th():
     run = run_blocks(np.arange(1, 1001) / 1000.0, np.full(1000, 0.5), 1.0)
     found = condition_intervals("rank", [run], 2000.0, resamples=20)
     assert found.point["p99_9_ms"] == pytest.approx(999.0)
-    assert found.point["p50_ms"] == pytest.approx(500.0) and found.point["p99_ms"] == pytest.approx(990.0)
+    assert found.point["p50_ms"] == pytest.approx(500.0) and found.point["p99_ms"] == pytest.approx(
+        990.0
+    )
 
 
 def test_every_response_slower_than_a_period_is_a_share_of_one():
-    found = condition_intervals("slow", [one_run_of_counts([10] * 5, latency_s=0.150)], 100.0, resamples=50)
+    found = condition_intervals(
+        "slow", [one_run_of_counts([10] * 5, latency_s=0.150)], 100.0, resamples=50
+    )
     assert (found.point["slow_1p_share"], found.point["slow_2p_share"]) == (1.0, 0.0)
     assert (found.intervals["slow_1p_share"].lo, found.intervals["slow_1p_share"].hi) == (1.0, 1.0)
 
 
 def test_a_run_without_a_successful_response_has_a_rate_of_zero_and_no_latency():
-    found = condition_intervals("empty", [run_blocks(np.zeros(0), np.zeros(0), 5.0)], 100.0, resamples=50)
-    assert found.point["rps"] == 0.0 and (found.intervals["rps"].lo, found.intervals["rps"].hi) == (0.0, 0.0)
+    found = condition_intervals(
+        "empty", [run_blocks(np.zeros(0), np.zeros(0), 5.0)], 100.0, resamples=50
+    )
+    assert found.point["rps"] == 0.0 and (found.intervals["rps"].lo, found.intervals["rps"].hi) == (
+        0.0,
+        0.0,
+    )
     assert np.isnan(found.point["p99_ms"]) and np.isnan(found.intervals["p99_ms"].lo)
     assert np.isnan(found.intervals["slow_1p_share"].hi)
     with pytest.raises(ValueError, match="no runs"):
@@ -158,9 +182,14 @@ def test_a_run_without_a_successful_response_has_a_rate_of_zero_and_no_latency()
 
 
 def test_blocks_cut_at_whole_seconds_with_float_noise_and_strays_kept_at_the_ends():
-    assert list(run_blocks(np.ones(1), [0.5], 2.0 + 1e-9).block_s) == [1.0, 1.0]  # float noise: no third block
+    assert list(run_blocks(np.ones(1), [0.5], 2.0 + 1e-9).block_s) == [
+        1.0,
+        1.0,
+    ]  # float noise: no third block
     assert len(run_blocks(np.ones(1), [0.5], 2.0 + 1e-5).block_s) == 3
-    assert list(run_blocks(np.ones(1), [0.5], 0.4).block_s) == pytest.approx([0.4])  # shorter than a block
+    assert list(run_blocks(np.ones(1), [0.5], 0.4).block_s) == pytest.approx(
+        [0.4]
+    )  # shorter than a block
     # A start before the window or after it belongs to the first or the last block.
     assert list(run_blocks(np.ones(3), [-0.5, 1.2, 3.2], 2.5).block) == [0, 1, 2]
     with pytest.raises(ValueError, match="2 response times but 1 block indices"):
@@ -171,8 +200,17 @@ def test_blocks_cut_at_whole_seconds_with_float_noise_and_strays_kept_at_the_end
 
 
 def test_metric_names_are_the_summary_columns():
-    assert metric_names() == ["rps", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "slow_1p_share",
-                              "slow_2p_share", "slow_3p_share"]
+    assert metric_names() == [
+        "rps",
+        "p50_ms",
+        "p90_ms",
+        "p95_ms",
+        "p99_ms",
+        "p99_9_ms",
+        "slow_1p_share",
+        "slow_2p_share",
+        "slow_3p_share",
+    ]
     assert percentile_name(99.9) == "p99_9" and percentile_name(50) == "p50"
 
 
@@ -181,18 +219,31 @@ def test_the_seed_comes_from_the_condition_and_the_base_seed():
     runs = [run_blocks(rng.uniform(0.001, 0.2, 500), rng.uniform(0, 5, 500), 5.0)]
     a = condition_intervals("go_cpu1", runs, 100.0, resamples=300)
     assert condition_intervals("go_cpu1", runs, 100.0, resamples=300, base_seed=0) == a
-    assert condition_intervals("go_cpu1", runs, 100.0, resamples=300, base_seed=1).intervals != a.intervals
+    assert (
+        condition_intervals("go_cpu1", runs, 100.0, resamples=300, base_seed=1).intervals
+        != a.intervals
+    )
 
 
 def test_nearest_ranks_of_few_and_of_an_odd_count_of_responses():
-    one = condition_intervals("one", [run_blocks(np.array([0.003]), [0.5], 1.0)], 100.0, resamples=20)
-    assert one.point["p50_ms"] == pytest.approx(3.0) and one.intervals["p99_ms"].lo == pytest.approx(3.0)
+    one = condition_intervals(
+        "one", [run_blocks(np.array([0.003]), [0.5], 1.0)], 100.0, resamples=20
+    )
+    assert one.point["p50_ms"] == pytest.approx(3.0) and one.intervals[
+        "p99_ms"
+    ].lo == pytest.approx(3.0)
     assert one.point["slow_1p_share"] == 0.0 and one.intervals["slow_1p_share"].hi == 0.0
-    two = condition_intervals("two", [run_blocks(np.array([0.001, 0.002]), [0.5, 0.5], 1.0)], 100.0, resamples=20)
+    two = condition_intervals(
+        "two", [run_blocks(np.array([0.001, 0.002]), [0.5, 0.5], 1.0)], 100.0, resamples=20
+    )
     assert two.point["p50_ms"] == pytest.approx(1.0)  # ceil(0.5 x 2) = the 1st
     # 50 % of 1001 is rank 500.5, so the 501st: 501 ms.
-    odd = condition_intervals("odd", [run_blocks(np.arange(1, 1002) / 1000.0, np.full(1001, 0.5), 1.0)], 2000.0,
-                              resamples=20)
+    odd = condition_intervals(
+        "odd",
+        [run_blocks(np.arange(1, 1002) / 1000.0, np.full(1001, 0.5), 1.0)],
+        2000.0,
+        resamples=20,
+    )
     assert odd.point["p50_ms"] == pytest.approx(501.0)
 
 
@@ -207,7 +258,9 @@ def test_a_resample_of_empty_blocks_has_no_latency_and_leaves_the_interval_alone
 
 def test_other_percentiles_and_periods_name_their_own_columns():
     run = run_blocks(np.r_[np.full(8, 0.002), 0.150, 0.450], np.linspace(0.1, 1.9, 10), 2.0)
-    found = condition_intervals("other", [run], 100.0, resamples=50, percentiles=(50.0,), slow_periods=(1, 4))
+    found = condition_intervals(
+        "other", [run], 100.0, resamples=50, percentiles=(50.0,), slow_periods=(1, 4)
+    )
     assert list(found.point) == ["rps", "p50_ms", "slow_1p_share", "slow_4p_share"]
     assert (found.point["slow_1p_share"], found.point["slow_4p_share"]) == pytest.approx((0.2, 0.1))
 
@@ -216,6 +269,10 @@ def test_blocks_of_another_length_and_a_run_of_no_block():
     from sidecar_bench.intervals import RunBlocks
 
     blocks = run_blocks(np.ones(3), [0.2, 0.7, 1.9], 2.25, block_s=0.5)
-    assert list(blocks.block_s) == pytest.approx([0.5, 0.5, 0.5, 0.5, 0.25]) and list(blocks.block) == [0, 1, 3]
-    with pytest.raises(ValueError, match=r"^a run needs at least one block \(load window of 0 s\?\)$"):
+    assert list(blocks.block_s) == pytest.approx([0.5, 0.5, 0.5, 0.5, 0.25]) and list(
+        blocks.block
+    ) == [0, 1, 3]
+    with pytest.raises(
+        ValueError, match=r"^a run needs at least one block \(load window of 0 s\?\)$"
+    ):
         RunBlocks(np.zeros(0), np.zeros(0, dtype="int64"), np.zeros(0))

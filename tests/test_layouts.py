@@ -19,28 +19,56 @@ REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "ar
 
 def row(knobs, load, rps_runs, app="go", vcpu=0.25, sidecars=3, slow=0.01, flags=""):
     values = [float(v) for v in rps_runs]
-    part = {"": "", "task topology": "_task", "task topology, app cpu 1024": "_task_appcpu1024"}[knobs]
-    return {"condition_id": f"{app}_cpu{vcpu:g}_mem2048_sc{sidecars}_load{int(load / sidecars):02d}{part}",
-            "app": app, "vcpu": vcpu, "memory_mb": 2048, "sidecar_count": sidecars,
-            "sidecar_load_pct": load / sidecars, "total_sidecar_load_pct": float(load), "knobs": knobs,
-            "repeats": len(values), "failed_runs": 0, "rps": sum(values) / len(values),
-            "rps_lo": min(values), "rps_hi": max(values), "rps_runs": ";".join(f"{v:g}" for v in values),
-            "p99_ms": 100.0, "p99_ms_lo": 90.0, "p99_ms_hi": 110.0, "slow_1p_share": slow,
-            "app_cpu_pct": 20.0, "sidecars_cpu_pct": float(load) * 0.9, "throttled_share": 0.5, "flags": flags,
-            # The rest of a summary row's columns that the article's tables read.
-            "period_ms": 100.0, "nr_throttled": 50, "throttled_s": 1.0, "nr_bursts": 0, "burst_s": 0.0}
+    part = {"": "", "task topology": "_task", "task topology, app cpu 1024": "_task_appcpu1024"}[
+        knobs
+    ]
+    return {
+        "condition_id": f"{app}_cpu{vcpu:g}_mem2048_sc{sidecars}_load{int(load / sidecars):02d}{part}",
+        "app": app,
+        "vcpu": vcpu,
+        "memory_mb": 2048,
+        "sidecar_count": sidecars,
+        "sidecar_load_pct": load / sidecars,
+        "total_sidecar_load_pct": float(load),
+        "knobs": knobs,
+        "repeats": len(values),
+        "failed_runs": 0,
+        "rps": sum(values) / len(values),
+        "rps_lo": min(values),
+        "rps_hi": max(values),
+        "rps_runs": ";".join(f"{v:g}" for v in values),
+        "p99_ms": 100.0,
+        "p99_ms_lo": 90.0,
+        "p99_ms_hi": 110.0,
+        "slow_1p_share": slow,
+        "app_cpu_pct": 20.0,
+        "sidecars_cpu_pct": float(load) * 0.9,
+        "throttled_share": 0.5,
+        "flags": flags,
+        # The rest of a summary row's columns that the article's tables read.
+        "period_ms": 100.0,
+        "nr_throttled": 50,
+        "throttled_s": 1.0,
+        "nr_bursts": 0,
+        "burst_s": 0.0,
+    }
 
 
 @pytest.fixture
 def summary():
-    return pd.DataFrame([
-        row("", 0, [1000, 1010, 990]), row("", 30, [600, 610, 590], slow=0.05),
-        row("task topology", 0, [1000, 1004, 996]), row("task topology", 30, [300, 306, 294], slow=0.20),
-        # Not the default weights: the mitigations table's, not this one's.
-        row("task topology, app cpu 1024", 30, [900, 905, 895]),
-        # A setup measured in one layout only has nothing to set beside.
-        row("", 0, [500, 505, 495], app="next"), row("", 10, [400, 405, 395], app="next"),
-    ])
+    return pd.DataFrame(
+        [
+            row("", 0, [1000, 1010, 990]),
+            row("", 30, [600, 610, 590], slow=0.05),
+            row("task topology", 0, [1000, 1004, 996]),
+            row("task topology", 30, [300, 306, 294], slow=0.20),
+            # Not the default weights: the mitigations table's, not this one's.
+            row("task topology, app cpu 1024", 30, [900, 905, 895]),
+            # A setup measured in one layout only has nothing to set beside.
+            row("", 0, [500, 505, 495], app="next"),
+            row("", 10, [400, 405, 395], app="next"),
+        ]
+    )
 
 
 def by(data, layout, load):
@@ -52,7 +80,11 @@ def by(data, layout, load):
 def test_each_layout_retains_over_its_own_no_load_condition(summary):
     data = layouts_data(summary)
     assert set(zip(data["app"], data["layout"], data["total_sidecar_load_pct"])) == {
-        ("go", "process", 0.0), ("go", "process", 30.0), ("go", "task", 0.0), ("go", "task", 30.0)}
+        ("go", "process", 0.0),
+        ("go", "process", 30.0),
+        ("go", "task", 0.0),
+        ("go", "task", 30.0),
+    }
     assert by(data, "process", 30)["retained"] == pytest.approx(0.6, abs=0.01)
     assert by(data, "task", 30)["retained"] == pytest.approx(0.3, abs=0.01)
     assert by(data, "task", 0)["retained"] == 1.0
@@ -74,10 +106,15 @@ def test_the_task_over_the_process_layout_at_the_same_load(summary):
 def test_the_table_marks_no_difference_and_names_both_layouts(summary):
     table = layouts_table(summary)
     display = table.display
-    assert list(display["Layout"]) == ["one container (the article's)", "ECS task (a container per role)"] * 2
+    assert (
+        list(display["Layout"])
+        == ["one container (the article's)", "ECS task (a container per role)"] * 2
+    )
     cells = list(display["Task / one container"])
     assert cells[0] == "" and cells[2] == ""  # process rows
-    assert not cells[1].endswith("*") and cells[3].endswith(" *")  # 1.00 holds 1; 0.50 is clear of it
+    assert not cells[1].endswith("*") and cells[3].endswith(
+        " *"
+    )  # 1.00 holds 1; 0.50 is clear of it
     assert display["> 1 period %"].tolist() == ["1.00", "1.00", "5.00", "20.00"]
 
 
@@ -105,7 +142,9 @@ def test_the_chart_draws_both_layouts_per_setup(summary, tmp_path):
     assert "Go 0.25 vCPU + 3 sidecars" in svg
 
 
-def test_the_charts_rule_script_adds_the_chart_only_with_the_task_layout(summary, tmp_path, monkeypatch):
+def test_the_charts_rule_script_adds_the_chart_only_with_the_task_layout(
+    summary, tmp_path, monkeypatch
+):
     # The article's charts are tested elsewhere (test_charts.py); here only which files the script adds.
     monkeypatch.setattr(plot_charts, "write_charts", lambda *args, **kwargs: [])
     for name, frame in (("with", summary), ("without", summary[summary["knobs"] == ""])):
@@ -115,5 +154,8 @@ def test_the_charts_rule_script_adds_the_chart_only_with_the_task_layout(summary
         out.mkdir(parents=True)
         written = plot_charts.main(summary=parquet, reference=REFERENCE, runs=[], out_dir=out)
         # With the task layout the knobs chart sets it (and its weights) beside the article's settings too.
-        assert [p.name for p in written] == (["layouts.html", "layouts.png", "layouts.svg", "knobs.html",
-                                              "knobs.png", "knobs.svg"] if name == "with" else [])
+        assert [p.name for p in written] == (
+            ["layouts.html", "layouts.png", "layouts.svg", "knobs.html", "knobs.png", "knobs.svg"]
+            if name == "with"
+            else []
+        )

@@ -34,8 +34,9 @@ def start_holder(tmp_path, what="holder run", hold=60, idle=60, cwd=None):
     """Another workflow: a process of its own, its own lock directory, holding the lease."""
     locks = tmp_path / f"locks-{what.replace(' ', '-')}"
     script = HOLDER.format(locks=str(locks), what=what, hold=hold, idle=idle)
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                               cwd=cwd or tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=cwd or tmp_path
+    )
     line = process.stdout.readline()
     assert line.strip() == "HOLDING", f"the holder did not get the lease: {line!r}"
     return process
@@ -75,7 +76,11 @@ def test_a_second_client_is_refused_and_told_who_holds_the_engine(client, tmp_pa
         with pytest.raises(lease.LeaseBusy) as busy:
             lease.try_acquire(client, "second")
         text = str(busy.value)
-        assert f"pid {holder.pid}" in text and str(checkout) in text and "go_cpu1_mem512_sc0_load00 rep 1" in text
+        assert (
+            f"pid {holder.pid}" in text
+            and str(checkout) in text
+            and "go_cpu1_mem512_sc0_load00 rep 1" in text
+        )
         assert " since 20" in text and "ago)" in text
         labels = lease.current(client).labels
         assert labels[lease.LABEL_PREFIX + "host"] == os.uname().nodename
@@ -94,12 +99,17 @@ def test_kill_9_of_the_holder_releases_the_lease(client, tmp_path):
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     # The attach connection closes with the process: stdin ends, the container exits, the engine removes it.
-    wait_until(lambda: released(client, holder), 10, "the lease of a killed holder was not released")
+    wait_until(
+        lambda: released(client, holder), 10, "the lease of a killed holder was not released"
+    )
     with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "after the kill") as _:
         taken = lease.current(client)
         assert taken.labels[lease.LABEL_PREFIX + "pid"] == str(os.getpid())
-    wait_until(lambda: lease.current(client) is None or lease.current(client).id != taken.id, 10,
-               "leaving host_lock left the lease container")
+    wait_until(
+        lambda: lease.current(client) is None or lease.current(client).id != taken.id,
+        10,
+        "leaving host_lock left the lease container",
+    )
 
 
 @pytest.mark.docker
@@ -126,7 +136,9 @@ def test_waiting_workflow_says_who_holds_the_engine_then_gets_it(client, tmp_pat
                 mine = lease.current(client).labels
         assert waited >= 1.5 and host["name"] == "local"
         assert mine[lease.LABEL_PREFIX + "pid"] == str(os.getpid())
-        waits = [r.getMessage() for r in caplog.records if "waiting for engine local" in r.getMessage()]
+        waits = [
+            r.getMessage() for r in caplog.records if "waiting for engine local" in r.getMessage()
+        ]
         assert len(waits) == 1, waits  # once per holder, not once per poll
         assert f"pid {holder.pid}" in waits[0] and "(build go-sidecar) since " in waits[0]
         assert "sidecar-bench: waiting for engine local" in capfd.readouterr().err
@@ -139,7 +151,10 @@ def test_waiting_workflow_says_who_holds_the_engine_then_gets_it(client, tmp_pat
 def test_no_wait_raises_with_the_holder(client, tmp_path):
     holder = start_holder(tmp_path, "matrix")
     try:
-        with pytest.raises(hosts.HostError, match=rf"engine local is busy: held by .* pid {holder.pid} .*\(matrix\)"):
+        with pytest.raises(
+            hosts.HostError,
+            match=rf"engine local is busy: held by .* pid {holder.pid} .*\(matrix\)",
+        ):
             with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "cleanup", wait=False):
                 pass
     finally:
@@ -154,8 +169,13 @@ def test_a_stale_lease_is_broken_and_only_that_one(client, tmp_path, monkeypatch
     # under a lease leaves an "exited" one. Neither has a live holder.
     monkeypatch.setattr(lease, "CREATED_GRACE_S", 0.0)
     image = lease.lease_image(client)
-    stale = create_when_free(client, image=image, command=["true"],
-                             labels=lease.holder_labels("dead run", "0" * 32, 60), network_mode="none")
+    stale = create_when_free(
+        client,
+        image=image,
+        command=["true"],
+        labels=lease.holder_labels("dead run", "0" * 32, 60),
+        network_mode="none",
+    )
     try:
         if state == "exited":
             stale.start()
@@ -180,7 +200,10 @@ def test_a_stale_lease_is_broken_and_only_that_one(client, tmp_path, monkeypatch
 @pytest.mark.docker
 def test_the_sweep_spares_the_containers_of_a_live_lease(client, tmp_path):
     image = lease.lease_image(client)
-    labels = {runner.PROJECT_LABEL: runner.PROJECT, runner.CONDITION_LABEL: "go_cpu9_mem9_sc0_load00"}
+    labels = {
+        runner.PROJECT_LABEL: runner.PROJECT,
+        runner.CONDITION_LABEL: "go_cpu9_mem9_sc0_load00",
+    }
     old = client.containers.create(image, ["sleep", "60"], labels=labels, network_mode="none")
     holder = start_holder(tmp_path, "live run")
     try:
@@ -196,7 +219,9 @@ def test_the_sweep_spares_the_containers_of_a_live_lease(client, tmp_path):
     finally:
         holder.kill()
         holder.wait()
-        for container in client.containers.list(all=True, filters={"label": f"{runner.CONDITION_LABEL}=go_cpu9_mem9_sc0_load00"}):
+        for container in client.containers.list(
+            all=True, filters={"label": f"{runner.CONDITION_LABEL}=go_cpu9_mem9_sc0_load00"}
+        ):
             container.remove(force=True)
 
 
@@ -241,21 +266,33 @@ def test_the_cleanup_commands_status_no_wait_and_host_options(client, tmp_path):
     config.write_text("hosts:\n  - {name: local, url: null}\n")
 
     def cleanup(*args):
-        return subprocess.run([sys.executable, str(script), "--config", str(config), *args], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, str(script), "--config", str(config), *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     condition = "go_cpu9_mem9_sc0_load02"
     labels = {runner.PROJECT_LABEL: runner.PROJECT, runner.CONDITION_LABEL: condition}
-    left = client.containers.create(lease.lease_image(client), ["sleep", "60"], labels=labels, network_mode="none")
+    left = client.containers.create(
+        lease.lease_image(client), ["sleep", "60"], labels=labels, network_mode="none"
+    )
     holder = start_holder(tmp_path, "matrix")
     try:
         shown = cleanup("--status")
         assert shown.returncode == 0, shown.stdout + shown.stderr
-        assert "local: lease held by " in shown.stdout and f"pid {holder.pid}" in shown.stdout, shown.stdout
+        assert "local: lease held by " in shown.stdout and f"pid {holder.pid}" in shown.stdout, (
+            shown.stdout
+        )
         assert f"container {left.name} (created, {condition}" in shown.stdout, shown.stdout
         skipped = cleanup("--no-wait")
         assert skipped.returncode == 1, skipped.stdout + skipped.stderr
-        assert "engine local is busy: held by" in skipped.stderr and f"pid {holder.pid}" in skipped.stderr
+        assert (
+            "engine local is busy: held by" in skipped.stderr
+            and f"pid {holder.pid}" in skipped.stderr
+        )
         unknown = cleanup("--host", "lab9")
         assert unknown.returncode != 0 and "no host named lab9" in unknown.stderr, unknown.stderr
         assert client.containers.list(all=True, filters={"id": left.id})  # nothing removed so far
@@ -264,17 +301,23 @@ def test_the_cleanup_commands_status_no_wait_and_host_options(client, tmp_path):
         wait_until(lambda: released(client, holder), 10, "lease not released")
         cleaned = cleanup("--host", "local")
         assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
-        assert cleaned.stdout.startswith("local: removed ") and left.name in cleaned.stdout, cleaned.stdout
+        assert cleaned.stdout.startswith("local: removed ") and left.name in cleaned.stdout, (
+            cleaned.stdout
+        )
         assert not client.containers.list(all=True, filters={"id": left.id})
     finally:
         holder.kill()
         holder.wait()
-        for container in client.containers.list(all=True, filters={"label": f"{runner.CONDITION_LABEL}={condition}"}):
+        for container in client.containers.list(
+            all=True, filters={"label": f"{runner.CONDITION_LABEL}={condition}"}
+        ):
             container.remove(force=True)
 
 
 @pytest.mark.docker
-def test_the_lease_ends_at_its_time_limit_while_its_holder_still_beats_and_the_default_is_two_hours(client):
+def test_the_lease_ends_at_its_time_limit_while_its_holder_still_beats_and_the_default_is_two_hours(
+    client,
+):
     # A lease whose holder keeps sending heartbeats (a runaway job) still ends at its limit: the container's
     # `timeout` kills it. Here a 3 s limit; the default limit, read from a default lease, is 2 h.
     held = lease.try_acquire(client, "limit test", max_hold_s=3)

@@ -16,7 +16,14 @@ from sidecar_bench import forward as fw
 from sidecar_bench import model as m
 from sidecar_bench import burn_tables, model_tables, table_format
 from sidecar_bench.burn_charts import burn_comparison_chart
-from sidecar_bench.calibration import burn_peers, calibration_cells, calibration_table, cell_condition, memory_of, run_path
+from sidecar_bench.calibration import (
+    burn_peers,
+    calibration_cells,
+    calibration_table,
+    cell_condition,
+    memory_of,
+    run_path,
+)
 from sidecar_bench.chart_files import save_chart
 from sidecar_bench.model_charts import delivered_data, write_model_charts
 from sidecar_bench.conditions import Condition
@@ -29,11 +36,21 @@ from workflow_helpers import ROOT
 REFERENCE = ROOT / "workflow" / "reference" / "article-results.csv"
 
 
-def hand_made_run(path, condition, *, responses, load_s, app_cpu_s, sidecar_cpu_s=None, usage_s=None, repeat=1):
+def hand_made_run(
+    path, condition, *, responses, load_s, app_cpu_s, sidecar_cpu_s=None, usage_s=None, repeat=1
+):
     """A run of `responses` 2xx answers over load_s seconds; the CPU window is load_s too."""
     meta = {"cgroup": {"usage_s": usage_s}} if usage_s is not None else {}
-    path = write_run(path, condition, np.full(responses, 0.005), wall_s=load_s, load_s=load_s, app_cpu_s=app_cpu_s,
-                     repeat=repeat, meta_overrides=meta)
+    path = write_run(
+        path,
+        condition,
+        np.full(responses, 0.005),
+        wall_s=load_s,
+        load_s=load_s,
+        app_cpu_s=app_cpu_s,
+        repeat=repeat,
+        meta_overrides=meta,
+    )
     if sidecar_cpu_s is not None:
         # Rewrite the sidecars' CPU seconds in the metadata (write_run fills them from the nominal load).
         table = pq.read_table(path)
@@ -41,27 +58,44 @@ def hand_made_run(path, condition, *, responses, load_s, app_cpu_s, sidecar_cpu_
         for proc in found["processes"]:
             if proc["role"] != "app":
                 proc["cpu_s"] = sidecar_cpu_s
-        pq.write_table(table.replace_schema_metadata({b"sidecar_bench": json.dumps(found).encode()}), path)
+        pq.write_table(
+            table.replace_schema_metadata({b"sidecar_bench": json.dumps(found).encode()}), path
+        )
     return path
 
 
 def test_cost_of_a_hand_made_run_is_its_cpu_seconds_over_its_responses(tmp_path):
     go = Condition("go", 0.5, 2048, 0, 0)
     # 2.4 s of app CPU over 10 s, 8000 responses in 10 s: 2.4 / 8000 = 0.3 ms a request.
-    path = hand_made_run(tmp_path / "a" / "rep1.parquet", go, responses=8000, load_s=10.0, app_cpu_s=2.4)
+    path = hand_made_run(
+        tmp_path / "a" / "rep1.parquet", go, responses=8000, load_s=10.0, app_cpu_s=2.4
+    )
     runs = summarise_runs([path])
     runs, summary = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))
     assert runs.loc[0, "app_cost_ms"] == pytest.approx(0.3)
     assert runs.loc[0, "app_cpu_s"] == pytest.approx(2.4)
     assert summary.loc[0, "app_cost_ms"] == pytest.approx(0.3)
     # One repetition: no run-to-run variation to measure, so no interval (not a zero-width one).
-    assert math.isnan(summary.loc[0, "app_cost_ms_lo"]) and math.isnan(summary.loc[0, "app_cost_ms_hi"])
+    assert math.isnan(summary.loc[0, "app_cost_ms_lo"]) and math.isnan(
+        summary.loc[0, "app_cost_ms_hi"]
+    )
 
 
 def test_pooled_cost_and_its_interval_over_repetitions(tmp_path):
     go = Condition("go", 0.5, 2048, 0, 0)
-    paths = [hand_made_run(tmp_path / "c" / "rep1.parquet", go, responses=8000, load_s=10.0, app_cpu_s=2.4),
-             hand_made_run(tmp_path / "c" / "rep2.parquet", go, responses=4000, load_s=10.0, app_cpu_s=2.0, repeat=2)]
+    paths = [
+        hand_made_run(
+            tmp_path / "c" / "rep1.parquet", go, responses=8000, load_s=10.0, app_cpu_s=2.4
+        ),
+        hand_made_run(
+            tmp_path / "c" / "rep2.parquet",
+            go,
+            responses=4000,
+            load_s=10.0,
+            app_cpu_s=2.0,
+            repeat=2,
+        ),
+    ]
     runs = summarise_runs(paths)
     runs, summary = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))
     assert sorted(runs["app_cost_ms"]) == pytest.approx([0.3, 0.5])
@@ -78,13 +112,27 @@ def test_decomposition_of_a_hand_made_run_is_the_cpu_left_over_the_calibrated_co
     with_sidecars = Condition("go", 0.5, 2048, 2, 10)
     # Quota 50 % of a core; the sidecars used 2 x 0.6 s / 10 s = 12 %; the task 4.95 s, the app 3.7 s:
     # other = 49.5 - 37 - 12 = 0.5 %. CPU left for the app = 50 - 12 - 0.5 = 37.5 % of a core.
-    path = hand_made_run(tmp_path / "s" / "rep1.parquet", with_sidecars, responses=11000, load_s=10.0,
-                         app_cpu_s=3.7, sidecar_cpu_s=0.6, usage_s=4.95)
+    path = hand_made_run(
+        tmp_path / "s" / "rep1.parquet",
+        with_sidecars,
+        responses=11000,
+        load_s=10.0,
+        app_cpu_s=3.7,
+        sidecar_cpu_s=0.6,
+        usage_s=4.95,
+    )
     runs = summarise_runs([path])
     runs, summary = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))
     assert summary.loc[0, "other_cpu_pct"] == pytest.approx(0.5)
-    calibration = pd.DataFrame({"app": ["go"], "vcpu": [0.5], "app_cost_ms": [0.3], "app_cost_ms_lo": [0.25],
-                                "app_cost_ms_hi": [0.4]})
+    calibration = pd.DataFrame(
+        {
+            "app": ["go"],
+            "vcpu": [0.5],
+            "app_cost_ms": [0.3],
+            "app_cost_ms_lo": [0.25],
+            "app_cost_ms_hi": [0.4],
+        }
+    )
     row = m.decompose(summary, calibration, "wall").iloc[0]
     assert row["sidecars_cpu_pct"] == pytest.approx(12.0)
     assert row["available_cpu_pct"] == pytest.approx(37.5)
@@ -104,9 +152,20 @@ def test_decomposition_of_a_hand_made_run_is_the_cpu_left_over_the_calibrated_co
 
 
 def model_row(**values):
-    base = {"ratio": 0.7, "cpu_use": 1.0, "cost_factor": 0.7, "app_cost_ms": 0.43, "calibrated_cost_ms": 0.3,
-            "flags": "", "throttled_share": 0.99, "app_cpu_pct": 20.0, "available_cpu_pct": 20.0,
-            "task_cpu_pct": 25.0, "vcpu": 0.25, "host_busy_pct": 40.0}
+    base = {
+        "ratio": 0.7,
+        "cpu_use": 1.0,
+        "cost_factor": 0.7,
+        "app_cost_ms": 0.43,
+        "calibrated_cost_ms": 0.3,
+        "flags": "",
+        "throttled_share": 0.99,
+        "app_cpu_pct": 20.0,
+        "available_cpu_pct": 20.0,
+        "task_cpu_pct": 25.0,
+        "vcpu": 0.25,
+        "host_busy_pct": 40.0,
+    }
     base.update(values)
     return base
 
@@ -116,18 +175,30 @@ def test_reasons_name_the_factor_further_from_one_and_the_flags():
     assert m.miss_reason(model_row()).startswith("cost per request rose")
     spread = m.miss_reason(model_row(calibrated_cost_ms_lo=0.25, calibrated_cost_ms_hi=0.5))
     assert "inside the calibrated cost's own 95 % interval (0.25-0.5 ms)" in spread
-    idle = m.miss_reason(model_row(cpu_use=0.6, cost_factor=0.95, ratio=0.57, app_cpu_pct=12.0, task_cpu_pct=15.0))
-    assert idle.startswith("the app used 12.0 % of a core of the 20.0 % left to it (the task left quota unused)")
+    idle = m.miss_reason(
+        model_row(cpu_use=0.6, cost_factor=0.95, ratio=0.57, app_cpu_pct=12.0, task_cpu_pct=15.0)
+    )
+    assert idle.startswith(
+        "the app used 12.0 % of a core of the 20.0 % left to it (the task left quota unused)"
+    )
     host = m.miss_reason(model_row(flags="host_bound,not_steady", vcpu=2.0, host_busy_pct=97.0))
     assert host.startswith("host-bound")
     assert "throughput drifted" in host
-    assert m.miss_reason(model_row(ratio=math.nan, calibrated_cost_ms=math.nan)) == \
-        "no calibration of this app at this quota"
+    assert (
+        m.miss_reason(model_row(ratio=math.nan, calibrated_cost_ms=math.nan))
+        == "no calibration of this app at this quota"
+    )
 
 
 def test_share_within_and_largest_misses():
-    frame = pd.DataFrame({"condition_id": ["a", "b", "c", "d"], "app": ["go", "go", "next", "next"],
-                          "ratio": [1.0, 1.2, 0.5, 0.95], "within": [True, False, False, True]})
+    frame = pd.DataFrame(
+        {
+            "condition_id": ["a", "b", "c", "d"],
+            "app": ["go", "go", "next", "next"],
+            "ratio": [1.0, 1.2, 0.5, 0.95],
+            "within": [True, False, False, True],
+        }
+    )
     share = m.share_within(frame).set_index("app")
     assert share.loc["go", "share_within"] == 0.5 and share.loc["next", "within"] == 1
     assert list(m.largest_misses(frame)["condition_id"]) == ["c", "b"]
@@ -135,8 +206,15 @@ def test_share_within_and_largest_misses():
 
 def test_the_articles_app_only_cells_against_its_stated_costs():
     ref = load_reference(REFERENCE)
-    calibration = pd.DataFrame({"app": ["go"], "vcpu": [0.25], "app_cost_ms": [0.31], "app_cost_ms_lo": [0.30],
-                                "app_cost_ms_hi": [0.32]})
+    calibration = pd.DataFrame(
+        {
+            "app": ["go"],
+            "vcpu": [0.25],
+            "app_cost_ms": [0.31],
+            "app_cost_ms_lo": [0.30],
+            "app_cost_ms_hi": [0.32],
+        }
+    )
     costs = m.article_costs(ref, calibration).set_index(["app", "vcpu"])
     # Go at 0.25 vCPU served 377 RPS: at most 0.25 / 377 s = 0.663 ms a request, its stated 0.6 ms fits.
     assert costs.loc[("go", 0.25), "article_implied_cost_ms"] == pytest.approx(0.25 / 377 * 1000)
@@ -154,8 +232,12 @@ def test_article_delivered_estimate():
 
 
 def test_calibration_cells_of_a_matrix():
-    conditions = [Condition("go", 0.25, 2048, 3, 5), Condition("go", 0.5, 2048, 0, 0),
-                  Condition("next", 0.25, 2048, 1, 5), Condition("next", 0.25, 512, 1, 5)]
+    conditions = [
+        Condition("go", 0.25, 2048, 3, 5),
+        Condition("go", 0.5, 2048, 0, 0),
+        Condition("next", 0.25, 2048, 1, 5),
+        Condition("next", 0.25, 512, 1, 5),
+    ]
     cells = calibration_cells(conditions, 2.0)
     assert memory_of(conditions) == 2048
     assert [(c.condition.id, c.no_limit, c.in_matrix) for c in cells] == [
@@ -166,26 +248,50 @@ def test_calibration_cells_of_a_matrix():
         ("next_cpu2_mem2048_sc0_load00", True, False),
     ]
     assert run_path("p", cells[1], 2) == "results/p/runs/go_cpu0.5_mem2048_sc0_load00/rep2.parquet"
-    assert run_path("p", cells[2], 1) == "results/p/calibration/runs/go_cpu2_mem2048_sc0_load00/rep1.parquet"
+    assert (
+        run_path("p", cells[2], 1)
+        == "results/p/calibration/runs/go_cpu2_mem2048_sc0_load00/rep1.parquet"
+    )
     assert cell_condition(cells, "go_cpu2_mem2048_sc0_load00") == Condition("go", 2, 2048, 0, 0)
-    with pytest.raises(ValueError, match="go_cpu1_mem2048_sc0_load00.*is not a calibration condition"):
+    with pytest.raises(
+        ValueError, match="go_cpu1_mem2048_sc0_load00.*is not a calibration condition"
+    ):
         cell_condition(cells, "go_cpu1_mem2048_sc0_load00")
     # A matrix that has the host's vCPU level already: one cell, both a level and the no-limit one.
     both = calibration_cells([Condition("go", 2, 2048, 0, 0)], 2.0)
-    assert [(c.condition.id, c.no_limit, c.in_matrix) for c in both] == [("go_cpu2_mem2048_sc0_load00", True, True)]
+    assert [(c.condition.id, c.no_limit, c.in_matrix) for c in both] == [
+        ("go_cpu2_mem2048_sc0_load00", True, True)
+    ]
 
 
 def small_model(tmp_path):
     """Summaries of a few hand-made runs: Go alone at 0.25 and 2 vCPU, Go 0.25 + 3 sidecars at two loads."""
-    conditions = {"alone": Condition("go", 0.25, 2048, 0, 0), "free": Condition("go", 2, 2048, 0, 0),
-                  "s0": Condition("go", 0.25, 2048, 3, 0), "s5": Condition("go", 0.25, 2048, 3, 5)}
-    cpu = {"alone": (0.24 * 10, 8000), "free": (1.2 * 10, 40000), "s0": (0.24 * 10, 7900), "s5": (0.16 * 10, 5000)}
+    conditions = {
+        "alone": Condition("go", 0.25, 2048, 0, 0),
+        "free": Condition("go", 2, 2048, 0, 0),
+        "s0": Condition("go", 0.25, 2048, 3, 0),
+        "s5": Condition("go", 0.25, 2048, 3, 5),
+    }
+    cpu = {
+        "alone": (0.24 * 10, 8000),
+        "free": (1.2 * 10, 40000),
+        "s0": (0.24 * 10, 7900),
+        "s5": (0.16 * 10, 5000),
+    }
     paths = []
     for key, cond in conditions.items():
         for rep in (1, 2):
             app_s, n = cpu[key]
-            paths.append(hand_made_run(tmp_path / cond.id / f"rep{rep}.parquet", cond, responses=n + 100 * rep,
-                                       load_s=10.0, app_cpu_s=app_s, repeat=rep))
+            paths.append(
+                hand_made_run(
+                    tmp_path / cond.id / f"rep{rep}.parquet",
+                    cond,
+                    responses=n + 100 * rep,
+                    load_s=10.0,
+                    app_cpu_s=app_s,
+                    repeat=rep,
+                )
+            )
     runs = summarise_runs(paths)
     runs, summary = m.add_cost_columns(runs, summarise_conditions(runs, resamples=50))
     cal_rows = summary[summary["sidecar_count"] == 0]
@@ -199,30 +305,52 @@ def test_model_tables_and_charts_are_written(tmp_path):
     assert list(calibration["level"]) == ["0.25 vCPU", "no limit (2 vCPU = the host's CPUs)"]
     ref = load_reference(REFERENCE)
     forward = fw.forward_predict(matrix, runs)
-    built = [model_tables.calibration_table(calibration), model_tables.decomposition_table(model),
-             model_tables.decomposition_share_table(m.share_within(model)),
-             model_tables.decomposition_misses_table(m.largest_misses(model)), *model_tables.forward_tables(forward),
-             model_tables.article_costs_table(m.article_costs(ref, calibration))]
+    built = [
+        model_tables.calibration_table(calibration),
+        model_tables.decomposition_table(model),
+        model_tables.decomposition_share_table(m.share_within(model)),
+        model_tables.decomposition_misses_table(m.largest_misses(model)),
+        *model_tables.forward_tables(forward),
+        model_tables.article_costs_table(m.article_costs(ref, calibration)),
+    ]
     written = table_format.write_table_files(built, tmp_path / "tables")
     names = {p.name for p in written}
-    for name in ("calibration", "decomposition", "decomposition_share", "decomposition_misses", "forward",
-                 "forward_share", "forward_misses", "article_costs"):
+    for name in (
+        "calibration",
+        "decomposition",
+        "decomposition_share",
+        "decomposition_misses",
+        "forward",
+        "forward_share",
+        "forward_misses",
+        "article_costs",
+    ):
         assert {f"{name}.md", f"{name}.csv"} <= names
     text = (tmp_path / "tables" / "decomposition.md").read_text()
     assert "go_cpu0.25_mem2048_sc3_load05" in text and "load.sidecar_burn: wall" in text
     assert "A decomposition, not a prediction" in text and "measured / decomposed" in text
     calibration_text = (tmp_path / "tables" / "calibration.md").read_text()
     assert "t interval of the mean of the repetitions' own costs" in calibration_text
-    charts = write_model_charts(model, forward, matrix, runs, ref, tmp_path / "charts", "wall", formats=("svg",))
-    assert {p.name for p in charts} == {"decomposition_vs_measured.svg", "forward_ratio_vs_load.svg",
-                                        "sweeps_vs_delivered_load.svg", "retained_vs_sidecar_share.svg"}
+    charts = write_model_charts(
+        model, forward, matrix, runs, ref, tmp_path / "charts", "wall", formats=("svg",)
+    )
+    assert {p.name for p in charts} == {
+        "decomposition_vs_measured.svg",
+        "forward_ratio_vs_load.svg",
+        "sweeps_vs_delivered_load.svg",
+        "retained_vs_sidecar_share.svg",
+    }
     data = delivered_data(matrix, runs, ref, model)
     ours = data[(data["source"] == "ours")].set_index("nominal")
     # Ours sit at the sidecars' measured CPU (the synthetic runs burn 98 % of their nominal 3 x 5 %).
     assert ours.loc[15.0, "delivered"] == pytest.approx(14.7)
     # The article's Go sweep is placed at its estimated delivered load, from its own RPS.
-    article = data[(data["source"] == "article") & data["setup"].str.startswith("Go")].set_index("nominal")
-    assert article.loc[15.0, "delivered"] == pytest.approx(25 * (1 - article.loc[15.0, "rps"] / article.loc[0.0, "rps"]))
+    article = data[(data["source"] == "article") & data["setup"].str.startswith("Go")].set_index(
+        "nominal"
+    )
+    assert article.loc[15.0, "delivered"] == pytest.approx(
+        25 * (1 - article.loc[15.0, "rps"] / article.loc[0.0, "rps"])
+    )
 
 
 def test_cpu_burn_preset_is_named_in_the_model_outputs(tmp_path):
@@ -233,9 +361,14 @@ def test_cpu_burn_preset_is_named_in_the_model_outputs(tmp_path):
 
 
 def test_burn_peers_are_the_measured_presets_whose_sidecars_burn_the_other_way():
-    config = {"load": {"sidecar_burn": "wall"},
-              "presets": {"figure": {"sets": ["a"]}, "article-cpu": {"sets": ["a"], "load": {"sidecar_burn": "cpu"}},
-                          "other-cpu": {"sets": ["a"], "load": {"sidecar_burn": "cpu"}}}}
+    config = {
+        "load": {"sidecar_burn": "wall"},
+        "presets": {
+            "figure": {"sets": ["a"]},
+            "article-cpu": {"sets": ["a"], "load": {"sidecar_burn": "cpu"}},
+            "other-cpu": {"sets": ["a"], "load": {"sidecar_burn": "cpu"}},
+        },
+    }
     measured = {"results/article-cpu/summary.parquet", "results/figure/summary.parquet"}
     assert burn_peers(config, "figure", measured.__contains__) == {"article-cpu": "cpu"}
     assert burn_peers(config, "article-cpu", measured.__contains__) == {"figure": "wall"}
@@ -252,7 +385,9 @@ def test_wall_and_cpu_sidecars_side_by_side(tmp_path):
     loaded = long[long["total_sidecar_load_pct"] == 15].set_index("burn")
     assert loaded.loc["cpu", "retained"] == pytest.approx(0.5 * loaded.loc["wall", "retained"])
     table = burn_tables.burn_comparison_table(long)
-    assert {"sidecars' CPU % (wall)", "sidecars' CPU % (cpu)", "RPS retained (cpu)"} <= set(table.display.columns)
+    assert {"sidecars' CPU % (wall)", "sidecars' CPU % (cpu)", "RPS retained (cpu)"} <= set(
+        table.display.columns
+    )
     ref = load_reference(REFERENCE)
     points = burn_tables.burn_breaking_points_table({"wall": wall, "cpu": cpu}, ref)
     assert set(points.data["burn"]) == {"wall", "cpu"}
@@ -300,7 +435,9 @@ def test_a_published_set_gets_its_model_made_again_from_its_summaries(tmp_path):
     # The cost comes from every 0 % load run at 0.25 vCPU: the calibration's own (the app alone, 2.4 s of CPU over
     # 8100 and 8200 responses) and the matrix's idle-sidecar cell's (over 8000 and 8100).
     expected = np.mean([2.4 / n * 1000 for n in (8100, 8200, 8000, 8100)])
-    assert forward.loc["go_cpu0.25_mem2048_sc3_load05", "cost_ms"] == pytest.approx(expected, rel=1e-4)
+    assert forward.loc["go_cpu0.25_mem2048_sc3_load05", "cost_ms"] == pytest.approx(
+        expected, rel=1e-4
+    )
     assert forward.loc["go_cpu0.25_mem2048_sc3_load05", "cost_runs"] == 4
     assert forward.loc["go_cpu0.25_mem2048_sc3_load00", "role"] == "fit"
     # Its only loaded cell has no other loaded cell to learn the sidecars' delivery from: not scored.

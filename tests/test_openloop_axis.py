@@ -25,8 +25,10 @@ BASE = yaml.safe_load((ROOT / "config.yaml").read_text())
 def config_with_set(**axes) -> dict:
     config = copy.deepcopy(BASE)
     config["preset"] = "quick"
-    config["sets"]["quick"] = dict(app=["go"], vcpu=[0.25], memory_mb=[2048], sidecar_count=[3],
-                                   sidecar_load_pct=[5]) | axes
+    config["sets"]["quick"] = (
+        dict(app=["go"], vcpu=[0.25], memory_mb=[2048], sidecar_count=[3], sidecar_load_pct=[5])
+        | axes
+    )
     return config
 
 
@@ -40,9 +42,15 @@ def test_a_closed_condition_keeps_its_id_and_params_from_before_the_axis():
     # Its dict is the run's params (a rerun trigger): any new key would rerun every measured run.
     condition = Condition("go", 0.25, 2048, 3, 5)
     assert condition.id == "go_cpu0.25_mem2048_sc3_load05"
-    assert condition.as_dict() == {"id": "go_cpu0.25_mem2048_sc3_load05", "app": "go", "vcpu": 0.25,
-                                   "memory_mb": 2048, "sidecar_count": 3, "sidecar_load_pct": 5.0,
-                                   "total_sidecar_load_pct": 15.0}
+    assert condition.as_dict() == {
+        "id": "go_cpu0.25_mem2048_sc3_load05",
+        "app": "go",
+        "vcpu": 0.25,
+        "memory_mb": 2048,
+        "sidecar_count": 3,
+        "sidecar_load_pct": 5.0,
+        "total_sidecar_load_pct": 15.0,
+    }
 
 
 def test_every_preset_of_the_config_keeps_its_conditions():
@@ -53,28 +61,54 @@ def test_every_preset_of_the_config_keeps_its_conditions():
 
 
 def test_open_conditions_are_named_by_share_and_arrivals_and_bring_their_capacity_condition():
-    config = config_with_set(load_model=["closed", "open"], rate_share=[0.5, 0.75], arrivals=["poisson", "constant"])
+    config = config_with_set(
+        load_model=["closed", "open"], rate_share=[0.5, 0.75], arrivals=["poisson", "constant"]
+    )
     ids = {c.id for c in load_experiment(config).conditions}
-    assert ids == {"go_cpu0.25_mem2048_sc3_load05", "go_cpu0.25_mem2048_sc3_load05_open50",
-                   "go_cpu0.25_mem2048_sc3_load05_open75", "go_cpu0.25_mem2048_sc3_load05_open50c",
-                   "go_cpu0.25_mem2048_sc3_load05_open75c",
-                   # the capacity: the same setup with idle sidecars, closed loop
-                   "go_cpu0.25_mem2048_sc3_load00"}
+    assert ids == {
+        "go_cpu0.25_mem2048_sc3_load05",
+        "go_cpu0.25_mem2048_sc3_load05_open50",
+        "go_cpu0.25_mem2048_sc3_load05_open75",
+        "go_cpu0.25_mem2048_sc3_load05_open50c",
+        "go_cpu0.25_mem2048_sc3_load05_open75c",
+        # the capacity: the same setup with idle sidecars, closed loop
+        "go_cpu0.25_mem2048_sc3_load00",
+    }
     opened = Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5)
     assert opened.as_dict()["rate_share"] == 0.5 and opened.as_dict()["load_model"] == "open"
     assert Condition.from_dict(opened.as_dict()) == opened
 
 
-@pytest.mark.parametrize("axes, message", [
-    (dict(load_model=["half-open"]), r"sets\.quick\.load_model\[0\]: 'half-open' is not one of \['closed', 'open'\]"),
-    (dict(load_model=["open"], rate_share=[0]), r"sets\.quick\.rate_share\[0\]: 0 is less than or equal to the minimum"),
-    (dict(load_model=["open"], rate_share=[1.5]), r"sets\.quick\.rate_share\[0\]: 1\.5 is greater than the maximum of 1"),
-    (dict(load_model=["open"], rate_share=["half"]), r"sets\.quick\.rate_share\[0\]: 'half' is not of type 'number'"),
-    (dict(load_model=["open"], rate_share=[0.5], arrivals=["bursty"]),
-     r"sets\.quick\.arrivals\[0\]: 'bursty' is not one of \['poisson', 'constant'\]"),
-    (dict(load_model=["open"]), r"sets\.quick: load_model open needs rate_share"),
-    (dict(rate_share=[0.5]), r"sets\.quick\.rate_share: \[0\.5\] is set, but load_model is \['closed'\]"),
-])
+@pytest.mark.parametrize(
+    "axes, message",
+    [
+        (
+            dict(load_model=["half-open"]),
+            r"sets\.quick\.load_model\[0\]: 'half-open' is not one of \['closed', 'open'\]",
+        ),
+        (
+            dict(load_model=["open"], rate_share=[0]),
+            r"sets\.quick\.rate_share\[0\]: 0 is less than or equal to the minimum",
+        ),
+        (
+            dict(load_model=["open"], rate_share=[1.5]),
+            r"sets\.quick\.rate_share\[0\]: 1\.5 is greater than the maximum of 1",
+        ),
+        (
+            dict(load_model=["open"], rate_share=["half"]),
+            r"sets\.quick\.rate_share\[0\]: 'half' is not of type 'number'",
+        ),
+        (
+            dict(load_model=["open"], rate_share=[0.5], arrivals=["bursty"]),
+            r"sets\.quick\.arrivals\[0\]: 'bursty' is not one of \['poisson', 'constant'\]",
+        ),
+        (dict(load_model=["open"]), r"sets\.quick: load_model open needs rate_share"),
+        (
+            dict(rate_share=[0.5]),
+            r"sets\.quick\.rate_share: \[0\.5\] is set, but load_model is \['closed'\]",
+        ),
+    ],
+)
 def test_bad_load_model_values_are_refused_naming_the_key_and_the_value(axes, message):
     text = refused(config_with_set(**axes))
     assert re.search(message, text), text
@@ -82,15 +116,22 @@ def test_bad_load_model_values_are_refused_naming_the_key_and_the_value(axes, me
 
 def test_the_open_loop_with_the_task_topology_is_refused_at_config_load_naming_both():
     text = refused(config_with_set(load_model=["open"], rate_share=[0.5], topology=["task"]))
-    assert "sets.quick.load_model: 'open' runs only in the process topology, not with topology 'task'" in text
+    assert (
+        "sets.quick.load_model: 'open' runs only in the process topology, not with topology 'task'"
+        in text
+    )
 
 
 def test_an_open_id_ends_after_the_proxy_and_the_knobs_and_its_capacity_keeps_them():
-    config = config_with_set(load_model=["open"], rate_share=[0.5], proxy=["haproxy"], cpu_period_ms=[5])
+    config = config_with_set(
+        load_model=["open"], rate_share=[0.5], proxy=["haproxy"], cpu_period_ms=[5]
+    )
     ids = {c.id for c in load_experiment(config).conditions}
-    assert ids == {"go_cpu0.25_mem2048_sc3_load05_px-haproxy_period5ms_open50",
-                   # the capacity: the same setup (proxy, period) with idle sidecars, closed loop
-                   "go_cpu0.25_mem2048_sc3_load00_px-haproxy_period5ms"}
+    assert ids == {
+        "go_cpu0.25_mem2048_sc3_load05_px-haproxy_period5ms_open50",
+        # the capacity: the same setup (proxy, period) with idle sidecars, closed loop
+        "go_cpu0.25_mem2048_sc3_load00_px-haproxy_period5ms",
+    }
 
 
 def test_the_condition_itself_refuses_a_share_outside_0_1():
@@ -108,30 +149,62 @@ def test_the_rate_is_the_share_of_capacity_in_whole_requests():
 
 def test_the_capacity_is_the_mean_rps_of_the_measured_runs(tmp_path):
     condition = Condition("go", 0.25, 2048, 3, 0)
-    files = [write_run(run_path(tmp_path, condition.id, rep), condition, [0.01] * n, wall_s=2.0, load_s=2.0,
-                       repeat=rep) for rep, n in ((1, 1000), (2, 1200))]
+    files = [
+        write_run(
+            run_path(tmp_path, condition.id, rep),
+            condition,
+            [0.01] * n,
+            wall_s=2.0,
+            load_s=2.0,
+            repeat=rep,
+        )
+        for rep, n in ((1, 1000), (2, 1200))
+    ]
     record = capacity.measure(condition.id, files)
     assert record["rps_mean"] == pytest.approx((500 + 600) / 2)
     assert record["repeats"] == 2 and record["rps_runs"] == pytest.approx([500, 600])
-    assert capacity.read(capacity.write(tmp_path / "c.json", record)) == json.loads(json.dumps(record))
-    with pytest.raises(capacity.CapacityError, match="run files of go_cpu0.25_mem2048_sc3_load00 given"):
+    assert capacity.read(capacity.write(tmp_path / "c.json", record)) == json.loads(
+        json.dumps(record)
+    )
+    with pytest.raises(
+        capacity.CapacityError, match="run files of go_cpu0.25_mem2048_sc3_load00 given"
+    ):
         capacity.measure("go_cpu0.25_mem2048_sc3_load05", files)
 
 
 def open_meta(scheduled, late, dropped, rate=500, sent_rate=None):
-    return {"open_loop": {"load_model": "open", "rate_per_s": rate, "rate_share": 0.5, "arrivals": "poisson",
-                          "capacity": {"rps_mean": 1000.0},
-                          "summary": {"scheduled": scheduled, "late": late, "dropped": dropped,
-                                      "sent_rate_per_s": sent_rate if sent_rate is not None else rate}},
-            "load": {"load_model": "open"}, "time_coverage": None}
+    return {
+        "open_loop": {
+            "load_model": "open",
+            "rate_per_s": rate,
+            "rate_share": 0.5,
+            "arrivals": "poisson",
+            "capacity": {"rps_mean": 1000.0},
+            "summary": {
+                "scheduled": scheduled,
+                "late": late,
+                "dropped": dropped,
+                "sent_rate_per_s": sent_rate if sent_rate is not None else rate,
+            },
+        },
+        "load": {"load_model": "open"},
+        "time_coverage": None,
+    }
 
 
 def test_dropped_requests_count_as_slower_than_every_threshold(tmp_path):
     condition = Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5)
     # 90 answered fast, 5 answered after 150 ms, 5 dropped: 10 % slower than one period, 5 % than two.
     times = [0.002] * 90 + [0.150] * 5
-    row = summarise_run(write_run(tmp_path / "run.parquet", condition, times, wall_s=2.0,
-                                  meta_overrides=open_meta(100, 0, 5)))
+    row = summarise_run(
+        write_run(
+            tmp_path / "run.parquet",
+            condition,
+            times,
+            wall_s=2.0,
+            meta_overrides=open_meta(100, 0, 5),
+        )
+    )
     assert row["load_model"] == "open"
     assert row["slow_1p_share"] == pytest.approx(10 / 100)
     assert row["slow_2p_share"] == pytest.approx(5 / 100)
@@ -143,31 +216,71 @@ def test_dropped_requests_count_as_slower_than_every_threshold(tmp_path):
 
 def test_an_open_run_on_time_is_not_flagged_and_a_closed_run_has_no_open_columns(tmp_path):
     opened = Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5)
-    on_time = summarise_run(write_run(tmp_path / "o.parquet", opened, [0.002] * 100, wall_s=2.0,
-                                      throttled_share=0.0, meta_overrides=open_meta(100, 1, 0)))
+    on_time = summarise_run(
+        write_run(
+            tmp_path / "o.parquet",
+            opened,
+            [0.002] * 100,
+            wall_s=2.0,
+            throttled_share=0.0,
+            meta_overrides=open_meta(100, 1, 0),
+        )
+    )
     assert "not_on_time" not in on_time["flags"]
     # Below capacity the quota is left unused by design: not host-bound for that alone.
     assert "host_bound" not in on_time["flags"]
-    behind = summarise_run(write_run(tmp_path / "b.parquet", opened, [0.002] * 100, wall_s=2.0,
-                                     meta_overrides=open_meta(100, 0, 0, sent_rate=400)))
+    behind = summarise_run(
+        write_run(
+            tmp_path / "b.parquet",
+            opened,
+            [0.002] * 100,
+            wall_s=2.0,
+            meta_overrides=open_meta(100, 0, 0, sent_rate=400),
+        )
+    )
     assert behind["rate_ratio"] == pytest.approx(0.8) and "not_on_time" in behind["flags"]
-    closed = summarise_run(write_run(tmp_path / "c.parquet", Condition("go", 0.25, 2048, 3, 5), [0.002] * 100,
-                                     wall_s=2.0))
+    closed = summarise_run(
+        write_run(
+            tmp_path / "c.parquet", Condition("go", 0.25, 2048, 3, 5), [0.002] * 100, wall_s=2.0
+        )
+    )
     assert closed["load_model"] == "closed" and math.isnan(closed["rate_per_s"])
     assert not flags.not_on_time(closed)
 
 
 def test_the_comparison_sets_each_open_cell_beside_its_closed_cell_with_intervals(tmp_path):
-    closed, opened = Condition("go", 0.25, 2048, 3, 5), Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5)
+    closed, opened = (
+        Condition("go", 0.25, 2048, 3, 5),
+        Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5),
+    )
     files = []
-    for rep, (closed_tail, open_tail) in enumerate(((0.10, 0.20), (0.11, 0.22), (0.09, 0.19)), start=1):
-        files.append(write_run(run_path(tmp_path, closed.id, rep), closed, [0.002] * 980 + [closed_tail] * 20,
-                               wall_s=2.0, repeat=rep))
-        files.append(write_run(run_path(tmp_path, opened.id, rep), opened, [0.002] * 980 + [open_tail] * 20,
-                               wall_s=2.0, repeat=rep, meta_overrides=open_meta(1000, 0, 0)))
+    for rep, (closed_tail, open_tail) in enumerate(
+        ((0.10, 0.20), (0.11, 0.22), (0.09, 0.19)), start=1
+    ):
+        files.append(
+            write_run(
+                run_path(tmp_path, closed.id, rep),
+                closed,
+                [0.002] * 980 + [closed_tail] * 20,
+                wall_s=2.0,
+                repeat=rep,
+            )
+        )
+        files.append(
+            write_run(
+                run_path(tmp_path, opened.id, rep),
+                opened,
+                [0.002] * 980 + [open_tail] * 20,
+                wall_s=2.0,
+                repeat=rep,
+                meta_overrides=open_meta(1000, 0, 0),
+            )
+        )
     summary = summarise_conditions(summarise_runs(files))
     table = openloop_report.comparison(summary)
-    assert list(table["condition_id"]) == [opened.id] and list(table["closed_condition_id"]) == [closed.id]
+    assert list(table["condition_id"]) == [opened.id] and list(table["closed_condition_id"]) == [
+        closed.id
+    ]
     row = table.iloc[0]
     assert row["open_p99_ms"] == pytest.approx(1000 * (0.20 + 0.22 + 0.19) / 3)
     assert row["closed_p99_ms"] == pytest.approx(1000 * (0.10 + 0.11 + 0.09) / 3)
@@ -202,12 +315,19 @@ def test_the_openloop_preset_plans_the_capacity_before_the_open_runs(project):
     assert plan.jobs["compare_open_closed"] == 1
     assert "variant=loadgen-open" in plan.output
     assert {c for c in plan.conditions if c.endswith("_open50")} == {
-        "go_cpu0.25_mem2048_sc3_load00_open50", "go_cpu0.25_mem2048_sc3_load05_open50",
-        "go_cpu0.25_mem2048_sc3_load06_open50", "next_cpu0.25_mem2048_sc3_load00_open50",
-        "next_cpu0.25_mem2048_sc3_load01_open50", "next_cpu0.25_mem2048_sc3_load02_open50",
-        "next_cpu0.5_mem2048_sc3_load00_open50", "next_cpu0.5_mem2048_sc3_load06_open50",
-        "next_cpu0.5_mem2048_sc3_load07_open50", "next_cpu0.25_mem2048_sc1_load00_open50",
-        "next_cpu0.25_mem2048_sc1_load06_open50", "next_cpu0.25_mem2048_sc1_load07_open50"}
+        "go_cpu0.25_mem2048_sc3_load00_open50",
+        "go_cpu0.25_mem2048_sc3_load05_open50",
+        "go_cpu0.25_mem2048_sc3_load06_open50",
+        "next_cpu0.25_mem2048_sc3_load00_open50",
+        "next_cpu0.25_mem2048_sc3_load01_open50",
+        "next_cpu0.25_mem2048_sc3_load02_open50",
+        "next_cpu0.5_mem2048_sc3_load00_open50",
+        "next_cpu0.5_mem2048_sc3_load06_open50",
+        "next_cpu0.5_mem2048_sc3_load07_open50",
+        "next_cpu0.25_mem2048_sc1_load00_open50",
+        "next_cpu0.25_mem2048_sc1_load06_open50",
+        "next_cpu0.25_mem2048_sc1_load07_open50",
+    }
 
 
 def test_a_closed_preset_plans_no_open_loop_job_nor_its_image(quick_plan):

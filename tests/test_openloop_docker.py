@@ -78,7 +78,9 @@ def _finish(container, timeout_s):
 def run_openloop(containers, server, url, rate, duration_s, **kwargs):
     """openloop beside `server` (its network namespace): (samples, summary)."""
     args = openloop.command(url, rate, duration_s, wait_ready_s=20, **kwargs)
-    lg = containers(image.image_tag("loadgen-open"), command=args, network_mode=f"container:{server.id}")
+    lg = containers(
+        image.image_tag("loadgen-open"), command=args, network_mode=f"container:{server.id}"
+    )
     out, err = _finish(lg, timeout_s=duration_s + 60)
     return hey.parse_csv(out), openloop.parse_summary(err)
 
@@ -87,9 +89,16 @@ def run_hey(containers, server, url, duration_s, concurrency, qps=None):
     """hey beside `server`, after waiting for it to answer: its samples."""
     wait = f"i=0; until curl -sf -o /dev/null {url}; do i=$((i+1)); [ $i -gt 200 ] && exit 1; sleep 0.1; done"
     rate = ["-q", str(qps)] if qps else []
-    run = " ".join(hey.command(url, duration_s, concurrency)[:1] + rate + hey.command(url, duration_s, concurrency)[1:])
-    lg = containers(image.image_tag("loadgen"), command=["sh", "-c", f"{wait} && exec {run}"],
-                    network_mode=f"container:{server.id}")
+    run = " ".join(
+        hey.command(url, duration_s, concurrency)[:1]
+        + rate
+        + hey.command(url, duration_s, concurrency)[1:]
+    )
+    lg = containers(
+        image.image_tag("loadgen"),
+        command=["sh", "-c", f"{wait} && exec {run}"],
+        network_mode=f"container:{server.id}",
+    )
     out, _ = _finish(lg, timeout_s=duration_s + 60)
     return hey.parse_csv(out)
 
@@ -106,32 +115,53 @@ def stall_share(x_s):
 @pytest.fixture
 def stall_server(containers, images):
     every, stall = f"{STALL_EVERY_S * 1000:g}ms", f"{STALL_FOR_S * 1000:g}ms"
-    return containers(image.image_tag("loadgen-open"), network_mode="none",
-                      command=["openloop", "-stall-server", "127.0.0.1:8081", "-stall-every", every, "-stall-for", stall])
+    return containers(
+        image.image_tag("loadgen-open"),
+        network_mode="none",
+        command=[
+            "openloop",
+            "-stall-server",
+            "127.0.0.1:8081",
+            "-stall-every",
+            every,
+            "-stall-for",
+            stall,
+        ],
+    )
 
 
 @pytest.mark.parametrize("arrivals", ["constant", "poisson"])
 def test_open_loop_sees_the_stalls_hey_hides(containers, stall_server, arrivals, record_property):
-    samples, summary = run_openloop(containers, stall_server, STALL_URL, RATE, DURATION_S, arrivals=arrivals)
+    samples, summary = run_openloop(
+        containers, stall_server, STALL_URL, RATE, DURATION_S, arrivals=arrivals
+    )
     assert summary.dropped == 0 and summary.errors == 0, summary
     # Late requests are in the samples, their lag inside their latency; most are on time.
     assert summary.lag_p50_s < 0.001, summary
     record_property("late_share", summary.late_share)
     assert len(samples) == summary.responses == summary.scheduled
     expected_n = RATE * DURATION_S
-    assert abs(summary.scheduled - expected_n) <= (1 if arrivals == "constant" else 4 * expected_n ** 0.5)
-    shares = {f"{x_s * 1000:g}ms": (slower_than(samples, x_s), stall_share(x_s))
-              for x_s in (STALL_FOR_S / 4, STALL_FOR_S / 2, 3 * STALL_FOR_S / 4)}
+    assert abs(summary.scheduled - expected_n) <= (
+        1 if arrivals == "constant" else 4 * expected_n**0.5
+    )
+    shares = {
+        f"{x_s * 1000:g}ms": (slower_than(samples, x_s), stall_share(x_s))
+        for x_s in (STALL_FOR_S / 4, STALL_FOR_S / 2, 3 * STALL_FOR_S / 4)
+    }
     record_property("open_loop_shares_measured_expected", shares)
     for x, (measured, expected) in shares.items():
         assert expected - SHARE_BELOW <= measured <= expected + SHARE_ABOVE, (
-            f"share slower than {x}: {measured:.3f}, the stalls imply {expected:.3f}")
+            f"share slower than {x}: {measured:.3f}, the stalls imply {expected:.3f}"
+        )
     # What the generator itself adds: its send lag, about the response time less the parts
     # of the request it timed. It moves the share by under a point; the rest above the
     # expectation is the server's (waking late from its stall, then a burst to answer).
     lag = samples["response_time_s"] - samples[
-        ["dns_dialup_s", "request_write_s", "response_delay_s", "response_read_s"]].sum(axis=1)
-    from_send = slower_than(samples.assign(response_time_s=samples["response_time_s"] - lag), STALL_FOR_S / 2)
+        ["dns_dialup_s", "request_write_s", "response_delay_s", "response_read_s"]
+    ].sum(axis=1)
+    from_send = slower_than(
+        samples.assign(response_time_s=samples["response_time_s"] - lag), STALL_FOR_S / 2
+    )
     record_property("share_from_actual_send", from_send)
     assert shares[f"{STALL_FOR_S * 500:g}ms"][0] - from_send < 0.01
     slowest = float(samples["response_time_s"].max())
@@ -145,10 +175,14 @@ def test_open_loop_sees_the_stalls_hey_hides(containers, stall_server, arrivals,
     record_property("hey_p99_s", float(closed["response_time_s"].quantile(0.99)))
     record_property("open_p99_s", float(samples["response_time_s"].quantile(0.99)))
     # Ten workers wait once per stall among thousands of fast requests per period.
-    assert hidden < stall_share(STALL_FOR_S / 2) / 5, f"hey: {hidden:.4f} slower than half the stall"
+    assert hidden < stall_share(STALL_FOR_S / 2) / 5, (
+        f"hey: {hidden:.4f} slower than half the stall"
+    )
 
 
-def test_at_a_low_rate_on_the_go_app_its_latencies_agree_with_hey(containers, images, record_property):
+def test_at_a_low_rate_on_the_go_app_its_latencies_agree_with_hey(
+    containers, images, record_property
+):
     app = containers(image.image_tag("go"), network_mode="none")
     rate, duration_s = 200, 3
     closed = run_hey(containers, app, APP_URL, duration_s, 1, qps=rate)
@@ -187,8 +221,12 @@ def test_requests_over_the_connection_cap_are_dropped_and_counted(containers, st
 
 def test_a_generator_starved_of_cpu_counts_its_late_requests(containers, stall_server):
     args = openloop.command(STALL_URL, 5000, 1, wait_ready_s=20)
-    lg = containers(image.image_tag("loadgen-open"), command=args, network_mode=f"container:{stall_server.id}",
-                    nano_cpus=int(0.05e9))
+    lg = containers(
+        image.image_tag("loadgen-open"),
+        command=args,
+        network_mode=f"container:{stall_server.id}",
+        nano_cpus=int(0.05e9),
+    )
     started = time.monotonic()
     _, err = _finish(lg, timeout_s=120)
     summary = openloop.parse_summary(err)

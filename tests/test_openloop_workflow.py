@@ -22,10 +22,20 @@ DURATION_S = 2
 
 def open_config(share=0.5):
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["tiny_open"] = dict(app=["go"], vcpu=[0.5], memory_mb=[512], sidecar_count=[1],
-                                       sidecar_load_pct=[0, 10], load_model=["closed", "open"], rate_share=[share])
-    config["presets"]["tiny-open"] = {"sets": ["tiny_open"], "repeats": REPEATS,
-                                      "load": {"duration_s": DURATION_S, "warmup_s": 1}}
+    config["sets"]["tiny_open"] = dict(
+        app=["go"],
+        vcpu=[0.5],
+        memory_mb=[512],
+        sidecar_count=[1],
+        sidecar_load_pct=[0, 10],
+        load_model=["closed", "open"],
+        rate_share=[share],
+    )
+    config["presets"]["tiny-open"] = {
+        "sets": ["tiny_open"],
+        "repeats": REPEATS,
+        "load": {"duration_s": DURATION_S, "warmup_s": 1},
+    }
     config["preset"] = "tiny-open"
     return config
 
@@ -51,7 +61,9 @@ def results(project):
 def metas(project):
     found = {}
     for path in sorted((results(project) / "runs").glob("*/rep*.parquet")):
-        found[(path.parent.name, path.stem)] = json.loads(pq.read_schema(path).metadata[b"sidecar_bench"])
+        found[(path.parent.name, path.stem)] = json.loads(
+            pq.read_schema(path).metadata[b"sidecar_bench"]
+        )
     return found
 
 
@@ -86,7 +98,7 @@ def test_open_runs_record_their_load_model_rate_and_its_source(finished):
         assert summary["seed"] == int(rep.removeprefix("rep"))
         # Poisson arrivals over the window: within 5 standard deviations of rate x duration.
         expected = section["rate_per_s"] * DURATION_S
-        assert abs(summary["scheduled"] - expected) < 5 * expected ** 0.5
+        assert abs(summary["scheduled"] - expected) < 5 * expected**0.5
         assert summary["responses"] == meta["requests"]["rows"]
         assert meta["window"]["time_coverage"] is None
         assert meta["loadgen"]["cpu_s"] > 0
@@ -103,9 +115,16 @@ def test_the_summary_and_the_comparison_set_open_cells_beside_closed_ones(finish
     table = pd.read_csv(results(finished) / "openloop" / "open_vs_closed.csv")
     assert set(table["condition_id"]) == OPEN
     assert set(table["closed_condition_id"]) == CLOSED
-    assert table[["open_p99_ms", "closed_p99_ms", "open_p99_ms_lo", "closed_p99_ms_hi"]].notna().all().all()
+    assert (
+        table[["open_p99_ms", "closed_p99_ms", "open_p99_ms_lo", "closed_p99_ms_hi"]]
+        .notna()
+        .all()
+        .all()
+    )
     # The article's tables are the closed loop's: no open cell stands in for a closed one.
-    assert "open50" not in " ".join(p.read_text() for p in (results(finished) / "tables").glob("*.csv"))
+    assert "open50" not in " ".join(
+        p.read_text() for p in (results(finished) / "tables").glob("*.csv")
+    )
 
 
 def test_unchanged_project_has_nothing_to_do(finished):

@@ -43,13 +43,15 @@ def table_rows() -> list[Row]:
     lines = DEVELOPMENT.read_text().splitlines()
     start = lines.index(TABLE_HEADING)
     rows = []
-    for number, line in enumerate(lines[start + 1:], start + 2):
+    for number, line in enumerate(lines[start + 1 :], start + 2):
         if line.startswith("## "):
             break
         if not line.startswith("|") or re.fullmatch(r"\|[-| ]+\|", line.strip()):
             continue
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        assert len(cells) == 2, f"docs/development.md:{number}: a row has two cells, promise and test: {line}"
+        assert len(cells) == 2, (
+            f"docs/development.md:{number}: a row has two cells, promise and test: {line}"
+        )
         if cells == ["promise", "test"]:
             continue
         rows.append(Row(number, *cells))
@@ -82,11 +84,17 @@ def defined_tests(path: Path) -> set[str]:
     """test_* functions at the top of a test file, and Class::test_* methods of its classes."""
     names = set()
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(
+            "test_"
+        ):
             names.add(node.name)
         elif isinstance(node, ast.ClassDef):
-            names |= {f"{node.name}::{item.name}" for item in node.body
-                      if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test_")}
+            names |= {
+                f"{node.name}::{item.name}"
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and item.name.startswith("test_")
+            }
     return names
 
 
@@ -99,7 +107,9 @@ def test_the_table_has_its_rows_and_every_row_names_its_tests():
             bad.append(f"{row.where()}: no test for {row.promise}")
         # Only node ids, so that a misspelt one is not passed over.
         elif NODE.sub("", row.tests).replace(",", "").strip():
-            bad.append(f"{row.where()}: not a node id (`tests/<file>.py::<test>`): {NODE.sub('', row.tests)}")
+            bad.append(
+                f"{row.where()}: not a node id (`tests/<file>.py::<test>`): {NODE.sub('', row.tests)}"
+            )
     assert not bad, "\n".join(bad)
 
 
@@ -108,7 +118,9 @@ def test_every_promise_is_quoted_under_the_heading_it_links():
     for row in table_rows():
         links, quotes = LINK.findall(row.promise), QUOTE.findall(row.promise)
         if len(links) != 1 or not quotes:
-            bad.append(f"{row.where()}: a promise is a quote (\"...\") and one link to its heading: {row.promise}")
+            bad.append(
+                f'{row.where()}: a promise is a quote ("...") and one link to its heading: {row.promise}'
+            )
             continue
         target, anchor = links[0]
         page = (DEVELOPMENT.parent / target).resolve() if target else DEVELOPMENT
@@ -118,8 +130,11 @@ def test_every_promise_is_quoted_under_the_heading_it_links():
             bad.append(f"{row.where()}: no heading #{anchor} in {page.relative_to(ROOT)}")
         else:
             text = section(page, anchor)
-            bad += [f"{row.where()}: {page.relative_to(ROOT)}#{anchor} no longer says \"{quote}\""
-                    for quote in quotes if normalised(quote) not in text]
+            bad += [
+                f'{row.where()}: {page.relative_to(ROOT)}#{anchor} no longer says "{quote}"'
+                for quote in quotes
+                if normalised(quote) not in text
+            ]
     assert not bad, "\n".join(bad)
 
 
@@ -137,8 +152,10 @@ def test_every_named_test_is_defined_in_its_file():
 
 def test_a_section_ends_at_the_next_heading_of_its_level_and_skips_code_blocks(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("# Top\n\n## One: `a`\n\nfirst\nwords\n\n```sh\n# not a heading\n```\n\n### Inner\n\ninner\n\n"
-                    "## Two\n\nsecond\n")
+    page.write_text(
+        "# Top\n\n## One: `a`\n\nfirst\nwords\n\n```sh\n# not a heading\n```\n\n### Inner\n\ninner\n\n"
+        "## Two\n\nsecond\n"
+    )
     assert section(page, "one-a") == "first words ```sh # not a heading ``` ### Inner inner"
     assert section(page, "two") == "second"
     assert section(page, "three") is None

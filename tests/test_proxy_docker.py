@@ -25,10 +25,19 @@ REPEATS = 2
 
 def proxy_config():
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["px_go"] = dict(app=["go"], vcpu=[0.5], memory_mb=[512], sidecar_count=[0, 1],
-                                   sidecar_load_pct=[5], proxy=["busy-loop", "haproxy", "haproxy-nolog"])
-    config["presets"]["pxe2e"] = {"sets": ["px_go"], "repeats": REPEATS,
-                                  "load": {"duration_s": 2, "warmup_s": 1, "sidecar_burn": "cpu"}}
+    config["sets"]["px_go"] = dict(
+        app=["go"],
+        vcpu=[0.5],
+        memory_mb=[512],
+        sidecar_count=[0, 1],
+        sidecar_load_pct=[5],
+        proxy=["busy-loop", "haproxy", "haproxy-nolog"],
+    )
+    config["presets"]["pxe2e"] = {
+        "sets": ["px_go"],
+        "repeats": REPEATS,
+        "load": {"duration_s": 2, "warmup_s": 1, "sidecar_burn": "cpu"},
+    }
     config["preset"] = "pxe2e"
     return config
 
@@ -52,7 +61,8 @@ def metas(project):
     found = {}
     for path in sorted((project / "results" / "pxe2e" / "runs").glob("*/rep*.parquet")):
         found[(path.parent.name, int(path.stem.removeprefix("rep")))] = json.loads(
-            pq.read_schema(path).metadata[b"sidecar_bench"])
+            pq.read_schema(path).metadata[b"sidecar_bench"]
+        )
     return found
 
 
@@ -77,7 +87,10 @@ def test_the_load_goes_through_the_proxy_and_the_proxy_counts_what_hey_recorded(
             assert "proxy" not in meta
     for rep in range(1, REPEATS + 1):
         # One access log line per request received with the log on, no log file without it.
-        assert runs[(HAPROXY, rep)]["proxy"]["access_log_lines"] == runs[(HAPROXY, rep)]["proxy"]["received"]
+        assert (
+            runs[(HAPROXY, rep)]["proxy"]["access_log_lines"]
+            == runs[(HAPROXY, rep)]["proxy"]["received"]
+        )
         assert runs[(NOLOG, rep)]["proxy"]["access_log_lines"] is None
 
 
@@ -89,8 +102,13 @@ def test_the_proxy_cpu_is_measured_like_every_role(finished):
             assert by_role["proxy"]["target_pct"] is None
             assert by_role["proxy"]["cpu_s"] > 0
             # The roles' CPU is part of the task cgroup's (the entrypoint's own is the rest).
-            assert by_role["app"]["cpu_s"] + by_role["proxy"]["cpu_s"] <= meta["cgroup"]["usage_s"] + 0.05
-    runs = pd.read_parquet(finished / "results" / "pxe2e" / "runs_summary.parquet").set_index("condition_id")
+            assert (
+                by_role["app"]["cpu_s"] + by_role["proxy"]["cpu_s"]
+                <= meta["cgroup"]["usage_s"] + 0.05
+            )
+    runs = pd.read_parquet(finished / "results" / "pxe2e" / "runs_summary.parquet").set_index(
+        "condition_id"
+    )
     assert (runs.loc[[HAPROXY, NOLOG], "proxy_cpu_pct"] > 0).all()
 
 
@@ -142,7 +160,9 @@ def test_step_two_adds_the_standins_and_reruns_nothing_measured(finished):
     standin = finished / "results" / "pxe2e" / "proxy" / "standin.yaml"
     plan = dry_run(finished, *TARGETS, "--configfile", str(standin))
     assert plan.returncode == 0, plan.output
-    share = yaml.safe_load(standin.read_text())["sets"]["proxy_standin_go_0.5"]["sidecar_load_pct"][0]
+    share = yaml.safe_load(standin.read_text())["sets"]["proxy_standin_go_0.5"]["sidecar_load_pct"][
+        0
+    ]
     load = f"{int(share):02d}" if share == int(share) else f"{share:g}"
     # A share that rounds to the matrix's own 5 % is that condition, already measured.
     assert plan.conditions == {f"go_cpu0.5_mem512_sc1_load{load}"} - {STANDIN}

@@ -11,12 +11,19 @@ import publish
 
 def test_published_set_carries_its_provenance(tmp_path):
     runs_dir = tmp_path / "results" / "demo" / "runs"
-    paths = [write_model_run(runs_dir, condition, duration_s=5, repeat=repeat)
-             for condition in (Condition("go", 0.25, 2048, 3, 5), Condition("next", 2, 2048, 0, 0))
-             for repeat in (1, 2)]
+    paths = [
+        write_model_run(runs_dir, condition, duration_s=5, repeat=repeat)
+        for condition in (Condition("go", 0.25, 2048, 3, 5), Condition("next", 2, 2048, 0, 0))
+        for repeat in (1, 2)
+    ]
     base = tmp_path / "results" / "demo"
-    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
-                        base / "runs_summary.csv")
+    aggregate_runs.main(
+        paths,
+        base / "summary.parquet",
+        base / "summary.csv",
+        base / "runs_summary.parquet",
+        base / "runs_summary.csv",
+    )
     info = publish.main("demo", str(tmp_path / "published"), str(tmp_path / "results"))
     assert info["conditions"] == 2 and info["runs"] == 4
     assert info["repeats"] == [2]
@@ -32,17 +39,29 @@ def test_published_set_carries_its_provenance(tmp_path):
     assert "host_bound" in text
     assert (out / "summary.csv").exists() and (out / "runs_summary.csv").exists()
     page = (out / "report.html").read_text()
-    assert "<h2 id=\"provenance\">Provenance</h2>" in page and "2 conditions, 4 runs (repeats 2)" in page
+    assert (
+        '<h2 id="provenance">Provenance</h2>' in page and "2 conditions, 4 runs (repeats 2)" in page
+    )
 
 
 def test_the_proxy_tables_and_the_open_loop_comparison_are_published_and_shown(tmp_path):
     runs_dir = tmp_path / "results" / "demo" / "runs"
-    paths = [write_model_run(runs_dir, Condition("go", 0.5, 2048, 1, 5), duration_s=5, repeat=r) for r in (1, 2)]
+    paths = [
+        write_model_run(runs_dir, Condition("go", 0.5, 2048, 1, 5), duration_s=5, repeat=r)
+        for r in (1, 2)
+    ]
     base = tmp_path / "results" / "demo"
-    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
-                        base / "runs_summary.csv")
-    made = {"proxy": ["standin_gap.md", "standin_gap.csv", "standin.yaml"],
-            "openloop": ["open_vs_closed.md", "open_vs_closed.csv", "open_vs_closed_p99.png"]}
+    aggregate_runs.main(
+        paths,
+        base / "summary.parquet",
+        base / "summary.csv",
+        base / "runs_summary.parquet",
+        base / "runs_summary.csv",
+    )
+    made = {
+        "proxy": ["standin_gap.md", "standin_gap.csv", "standin.yaml"],
+        "openloop": ["open_vs_closed.md", "open_vs_closed.csv", "open_vs_closed_p99.png"],
+    }
     for sub, names in made.items():
         (base / sub).mkdir()
         for name in names:
@@ -63,8 +82,13 @@ def test_the_measured_commit_comes_from_the_run_files_or_is_said_to_be_missing(t
     runs_dir = tmp_path / "results" / "demo" / "runs"
     paths = [write_model_run(runs_dir, Condition("go", 0.5, 2048, 1, 25), duration_s=5)]
     base = tmp_path / "results" / "demo"
-    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
-                        base / "runs_summary.csv")
+    aggregate_runs.main(
+        paths,
+        base / "summary.parquet",
+        base / "summary.csv",
+        base / "runs_summary.parquet",
+        base / "runs_summary.csv",
+    )
     # The model's outputs travel with the set where they were made.
     (base / "model" / "tables").mkdir(parents=True)
     (base / "model" / "tables" / "model.md").write_text("# model\n")
@@ -76,7 +100,9 @@ def test_the_measured_commit_comes_from_the_run_files_or_is_said_to_be_missing(t
     assert (tmp_path / "p1" / "calibration" / "calibration.csv").exists()
     assert not (tmp_path / "p1" / "model" / "charts").exists()
     assert info["measured_with_commit"] == ["not recorded"]
-    info = publish.main("demo", str(tmp_path / "p2"), str(tmp_path / "results"), measured_commit="3c084d7")
+    info = publish.main(
+        "demo", str(tmp_path / "p2"), str(tmp_path / "results"), measured_commit="3c084d7"
+    )
     assert info["measured_with_commit"] == ["3c084d7 (given)"]
     assert "measured with commit 3c084d7 (given)" in (tmp_path / "p2" / "PROVENANCE.md").read_text()
     # A run records the checkout's commit (40 hex digits, "-dirty" with uncommitted changes).
@@ -88,8 +114,13 @@ def test_the_measured_commit_comes_from_the_run_files_or_is_said_to_be_missing(t
 def test_a_republished_set_replaces_the_old_one_whole_and_states_the_calibration_window(tmp_path):
     base = tmp_path / "results" / "demo"
     paths = [write_model_run(base / "runs", Condition("go", 0.5, 2048, 1, 25), duration_s=5)]
-    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
-                        base / "runs_summary.csv")
+    aggregate_runs.main(
+        paths,
+        base / "summary.parquet",
+        base / "summary.csv",
+        base / "runs_summary.parquet",
+        base / "runs_summary.csv",
+    )
     write_model_run(base / "calibration" / "runs", Condition("go", 2, 2048, 0, 0), duration_s=5)
     out = tmp_path / "published" / "demo"
     publish.main("demo", str(out), str(tmp_path / "results"))
@@ -111,8 +142,13 @@ def test_a_republished_set_replaces_the_old_one_whole_and_states_the_calibration
 def test_a_failed_publication_leaves_the_published_set_as_it_was(tmp_path, monkeypatch):
     base = tmp_path / "results" / "demo"
     paths = [write_model_run(base / "runs", Condition("go", 0.5, 2048, 1, 25), duration_s=5)]
-    aggregate_runs.main(paths, base / "summary.parquet", base / "summary.csv", base / "runs_summary.parquet",
-                        base / "runs_summary.csv")
+    aggregate_runs.main(
+        paths,
+        base / "summary.parquet",
+        base / "summary.csv",
+        base / "runs_summary.parquet",
+        base / "runs_summary.csv",
+    )
     out = tmp_path / "published" / "demo"
     publish.main("demo", str(out), str(tmp_path / "results"))
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
@@ -135,14 +171,17 @@ def test_the_set_report_stands_alone_with_every_chart_and_table(tmp_path):
     from sidecar_bench import set_report
 
     (tmp_path / "charts").mkdir()
-    (tmp_path / "charts" / "rps_retained.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"></svg>')
+    (tmp_path / "charts" / "rps_retained.svg").write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg"></svg>'
+    )
     (tmp_path / "charts" / "rps_retained.png").write_bytes(b"\x89PNG")
     (tmp_path / "model" / "charts").mkdir(parents=True)
     (tmp_path / "model" / "charts" / "only_png.png").write_bytes(b"\x89PNG")
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "load_sweep_go.md").write_text(
         "# Go <sweep>\n\n| Total load | RPS |\n|---|---|\n| 0% | 797 [773–819] |\n| 15% | 508 S ± |\n\n"
-        "- a note with `code` and a [link](tables/x.md)\n  that goes on\n- another\n")
+        "- a note with `code` and a [link](tables/x.md)\n  that goes on\n- another\n"
+    )
     (tmp_path / "PROVENANCE.md").write_text("# Demo\n\n- preset `demo`: 2 conditions\n")
     page = set_report.write(tmp_path, "Demo & more").read_text()
     assert "<title>Demo &amp; more</title>" in page
@@ -151,38 +190,95 @@ def test_the_set_report_stands_alone_with_every_chart_and_table(tmp_path):
     assert "<li>a note with <code>code</code> and a link that goes on</li>" in page
     assert "<li>preset <code>demo</code>: 2 conditions</li>" in page
     # Charts as their SVG where made (not twice), as PNG otherwise; nothing is fetched from elsewhere.
-    assert page.count("data:image/svg+xml;base64,") == 1 and page.count("data:image/png;base64,") == 1
-    assert "src=\"http" not in page and "<script" not in page
+    assert (
+        page.count("data:image/svg+xml;base64,") == 1 and page.count("data:image/png;base64,") == 1
+    )
+    assert 'src="http' not in page and "<script" not in page
 
 
 def test_a_set_measured_in_several_sittings_says_when_each_part_was_measured():
     def meta(start, end, commit):
-        return {"window": {"start": f"2026-12-01T{start}+00:00", "end": f"2026-12-01T{end}+00:00"},
-                "environment": {"project_commit": commit}}
+        return {
+            "window": {"start": f"2026-12-01T{start}+00:00", "end": f"2026-12-01T{end}+00:00"},
+            "environment": {"project_commit": commit},
+        }
 
-    metas = [meta("12:05:00", "12:05:10", "c00918e"), meta("09:56:02", "09:56:12", "2b6a71e"),
-             meta("09:56:20", "09:56:30", "2b6a71e-dirty"), meta("12:05:20", "12:05:30", "c00918e"),
-             meta("12:14:00", "12:14:10", "c00918e"), meta("12:58:16", "12:58:26", "488c26f")]
+    metas = [
+        meta("12:05:00", "12:05:10", "c00918e"),
+        meta("09:56:02", "09:56:12", "2b6a71e"),
+        meta("09:56:20", "09:56:30", "2b6a71e-dirty"),
+        meta("12:05:20", "12:05:30", "c00918e"),
+        meta("12:14:00", "12:14:10", "c00918e"),
+        meta("12:58:16", "12:58:26", "488c26f"),
+    ]
     parts = publish.stretches(metas)
     # 12:05:30 -> 12:14:00 is within ten minutes: one sitting; 12:14:10 -> 12:58:16 is not.
     assert [(p["from"][11:19], p["to"][11:19], p["runs"]) for p in parts] == [
-        ("09:56:02", "09:56:30", 2), ("12:05:00", "12:14:10", 3), ("12:58:16", "12:58:26", 1)]
-    assert parts[0]["commits"] == ["2b6a71e", "2b6a71e-dirty"] and parts[2]["commits"] == ["488c26f"]
+        ("09:56:02", "09:56:30", 2),
+        ("12:05:00", "12:14:10", 3),
+        ("12:58:16", "12:58:26", 1),
+    ]
+    assert parts[0]["commits"] == ["2b6a71e", "2b6a71e-dirty"] and parts[2]["commits"] == [
+        "488c26f"
+    ]
     assert len(publish.stretches(metas, gap_s=3 * 3600)) == 1
-    info = {"preset": "article", "conditions": 1, "runs": 6, "repeats": [3], "settings": [], "stretches": parts,
-            "measured_from": parts[0]["from"], "measured_to": parts[-1]["to"], "measured_with_commit": [],
-            "commit": "0" * 40, "commit_subject": "s", "uncommitted_changes": False,
-            "host": {k: [] for k in ("cpu_model", "cpu_count", "kernel", "cgroup_version", "docker_version",
-                                     "hey_version")},
-            "images": {"task": [], "loadgen": []}, "requests": {"successful": 0, "errors": 0},
-            "flagged_conditions": 0, "flagged_by_flag": {}}
+    info = {
+        "preset": "article",
+        "conditions": 1,
+        "runs": 6,
+        "repeats": [3],
+        "settings": [],
+        "stretches": parts,
+        "measured_from": parts[0]["from"],
+        "measured_to": parts[-1]["to"],
+        "measured_with_commit": [],
+        "commit": "0" * 40,
+        "commit_subject": "s",
+        "uncommitted_changes": False,
+        "host": {
+            k: []
+            for k in (
+                "cpu_model",
+                "cpu_count",
+                "kernel",
+                "cgroup_version",
+                "docker_version",
+                "hey_version",
+            )
+        },
+        "images": {"task": [], "loadgen": []},
+        "requests": {"successful": 0, "errors": 0},
+        "flagged_conditions": 0,
+        "flagged_by_flag": {},
+    }
     text = publish.provenance_markdown(info, "t")
     assert "09:56:30+00:00: 2 runs, commit 2b6a71e, 2b6a71e-dirty" in text
-    assert "in 3 stretches:" in text and "  - 2026-12-01T12:05:00+00:00 to 2026-12-01T12:14:10+00:00: 3 runs" in text
-    two = {**info, "settings": [
-        {"duration_s": 10, "warmup_s": 30, "concurrency": 10, "sidecar_burn": "wall", "apps": ["next"]},
-        {"duration_s": 10, "warmup_s": 5, "concurrency": 10, "sidecar_burn": "wall", "apps": ["go"]}]}
-    assert ("next: 10 s window, 30 s warm-up, concurrency 10, sidecar burn wall; go: 10 s window, 5 s warm-up"
-            in publish.provenance_markdown(two, "t"))
+    assert (
+        "in 3 stretches:" in text
+        and "  - 2026-12-01T12:05:00+00:00 to 2026-12-01T12:14:10+00:00: 3 runs" in text
+    )
+    two = {
+        **info,
+        "settings": [
+            {
+                "duration_s": 10,
+                "warmup_s": 30,
+                "concurrency": 10,
+                "sidecar_burn": "wall",
+                "apps": ["next"],
+            },
+            {
+                "duration_s": 10,
+                "warmup_s": 5,
+                "concurrency": 10,
+                "sidecar_burn": "wall",
+                "apps": ["go"],
+            },
+        ],
+    }
+    assert (
+        "next: 10 s window, 30 s warm-up, concurrency 10, sidecar burn wall; go: 10 s window, 5 s warm-up"
+        in publish.provenance_markdown(two, "t")
+    )
     one = {**info, "settings": two["settings"][1:]}
     assert "(repeats 3); 10 s window, 5 s warm-up" in publish.provenance_markdown(one, "t")

@@ -19,7 +19,7 @@ SETUP = re.compile(r"^(Go|Next\.js) ([\d.]+) vCPU \+ (\d) x (\d+) %$")
 def section(text: str, heading: str) -> str:
     start = text.index(f"\n## {heading}\n")
     end = text.find("\n## ", start + 1)
-    return text[start:end if end > 0 else None]
+    return text[start : end if end > 0 else None]
 
 
 def tables(text: str) -> list[list[list[str]]]:
@@ -39,14 +39,19 @@ def tables(text: str) -> list[list[list[str]]]:
 def expected(published: pd.DataFrame, header: str, knob: str) -> str:
     """The cell the published table gives: "RPS ratio [interval] *; P99 ratio [interval] *"."""
     app, vcpu, count, each = SETUP.match(header).groups()
-    row = published[(published["app"] == APPS[app]) & (published["vcpu"] == float(vcpu))
-                    & (published["sidecar_count"] == int(count))
-                    & (published["total_sidecar_load_pct"] == int(count) * int(each))
-                    & (published["knobs"] == knob)]
+    row = published[
+        (published["app"] == APPS[app])
+        & (published["vcpu"] == float(vcpu))
+        & (published["sidecar_count"] == int(count))
+        & (published["total_sidecar_load_pct"] == int(count) * int(each))
+        & (published["knobs"] == knob)
+    ]
     assert len(row) == 1, f"{header}, {knob}: {len(row)} rows in {PUBLISHED.name}"
     r = row.iloc[0]
-    cells = [ratio_cell(float(r[p]), float(r[f"{p}_lo"]), float(r[f"{p}_hi"]))
-             for p in ("rps_vs_article_settings", "p99_vs_article_settings")]
+    cells = [
+        ratio_cell(float(r[p]), float(r[f"{p}_lo"]), float(r[f"{p}_hi"]))
+        for p in ("rps_vs_article_settings", "p99_vs_article_settings")
+    ]
     return "; ".join(cells).replace("–", "-")
 
 
@@ -71,10 +76,28 @@ def test_every_ratio_in_the_readmes_what_to_change_is_the_published_tables():
 
 
 def test_the_check_reads_a_cell_as_the_table_writes_it():
-    published = pd.DataFrame([{
-        "app": "go", "vcpu": 0.25, "sidecar_count": 3, "total_sidecar_load_pct": 45, "knobs": "period 5 ms",
-        "rps_vs_article_settings": 1.3, "rps_vs_article_settings_lo": 1.16, "rps_vs_article_settings_hi": 1.45,
-        "p99_vs_article_settings": 0.9, "p99_vs_article_settings_lo": 0.5, "p99_vs_article_settings_hi": 1.2}])
-    assert expected(published, "Go 0.25 vCPU + 3 x 15 %", "period 5 ms") == "1.30 [1.16-1.45] *; 0.90 [0.50-1.20]"
+    published = pd.DataFrame(
+        [
+            {
+                "app": "go",
+                "vcpu": 0.25,
+                "sidecar_count": 3,
+                "total_sidecar_load_pct": 45,
+                "knobs": "period 5 ms",
+                "rps_vs_article_settings": 1.3,
+                "rps_vs_article_settings_lo": 1.16,
+                "rps_vs_article_settings_hi": 1.45,
+                "p99_vs_article_settings": 0.9,
+                "p99_vs_article_settings_lo": 0.5,
+                "p99_vs_article_settings_hi": 1.2,
+            }
+        ]
+    )
+    assert (
+        expected(published, "Go 0.25 vCPU + 3 x 15 %", "period 5 ms")
+        == "1.30 [1.16-1.45] *; 0.90 [0.50-1.20]"
+    )
     readme = "# x\n\n## What to change\n\n| knob | Go 0.25 vCPU + 3 x 15 % |\n|---|---|\n| `period 5 ms` | a |\n\n## Next\n"
-    assert tables(section(readme, "What to change")) == [[["knob", "Go 0.25 vCPU + 3 x 15 %"], ["`period 5 ms`", "a"]]]
+    assert tables(section(readme, "What to change")) == [
+        [["knob", "Go 0.25 vCPU + 3 x 15 %"], ["`period 5 ms`", "a"]]
+    ]

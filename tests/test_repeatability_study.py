@@ -14,7 +14,9 @@ def test_study_compares_the_designs_on_every_condition(tmp_path):
     for preset, duration in (("study-30s", 30.0), ("study-10s", 10.0), ("study-10s-warm", 10.0)):
         for condition in CONDITIONS:
             for repeat in (1, 2, 3):
-                write_model_run(tmp_path / preset / "runs", condition, duration_s=duration, repeat=repeat)
+                write_model_run(
+                    tmp_path / preset / "runs", condition, duration_s=duration, repeat=repeat
+                )
     frame = repeatability_study.main(str(tmp_path), str(tmp_path / "out"))
     assert len(frame) == len(CONDITIONS) * len(repeatability_study.DESIGNS)
     single = frame[frame["design"] == "1 x 30 s"]

@@ -24,8 +24,14 @@ CVS = (0.0, 0.03, 0.07, 0.15)
 REPS = (2, 3, 5)
 
 
-def simulated_runs(rng: np.random.Generator, true_rps: float, cv: float, reps: int, size: int,
-                   lognormal: bool = False) -> np.ndarray:
+def simulated_runs(
+    rng: np.random.Generator,
+    true_rps: float,
+    cv: float,
+    reps: int,
+    size: int,
+    lognormal: bool = False,
+) -> np.ndarray:
     """size x reps per-run RPS values around true_rps (the mean of a run's value is true_rps)."""
     if lognormal:
         # Log-normal run factors with E[log factor] = 0: the log ratio of two such conditions is exact.
@@ -95,7 +101,9 @@ def test_the_t_interval_of_three_runs_is_the_textbook_one():
 def test_two_runs_pay_the_small_sample_penalty():
     # t(0.975, 1) = 12.71: two runs 5 % apart give an interval far wider than their range.
     e = repstats.mean_interval([100.0, 105.0])
-    assert e.hi - e.lo == pytest.approx(2 * 12.706 * np.std([100.0, 105.0], ddof=1) / math.sqrt(2), rel=1e-3)
+    assert e.hi - e.lo == pytest.approx(
+        2 * 12.706 * np.std([100.0, 105.0], ddof=1) / math.sqrt(2), rel=1e-3
+    )
     assert e.hi - e.lo > 5 * 5.0
 
 
@@ -138,7 +146,10 @@ def test_identical_runs_give_a_zero_width_interval():
     e = repstats.mean_interval([5.0, 5.0, 5.0])
     assert (e.value, e.lo, e.hi, e.n, e.method) == (5.0, 5.0, 5.0, 3, repstats.T_MEAN)
     r = repstats.ratio_interval([2.0, 2.0], [4.0, 4.0, 4.0])
-    assert (r.value, r.lo, r.hi) == pytest.approx((0.5, 0.5, 0.5)) and (r.n, r.method) == (2, repstats.WELCH_LOG)
+    assert (r.value, r.lo, r.hi) == pytest.approx((0.5, 0.5, 0.5)) and (r.n, r.method) == (
+        2,
+        repstats.WELCH_LOG,
+    )
     x = repstats.ratio_to_exact([3.0, 3.0], 4.0)
     assert (x.value, x.lo, x.hi) == pytest.approx((0.75, 0.75, 0.75))
     assert (x.n, x.method) == (2, repstats.ONE_SAMPLE_LOG)
@@ -148,7 +159,9 @@ def test_a_ratio_is_of_geometric_means():
     # Geometric means 2 (of 1 and 4) and 4 (of 1 and 16): 0.5; the arithmetic means would give 2.5 / 8.5.
     r = repstats.ratio_interval([1.0, 4.0], [1.0, 16.0])
     assert r.value == pytest.approx(0.5) and r.lo < 0.5 < r.hi and r.n == 2
-    assert repstats.ratio_interval([1.0, 4.0], [4.0]).value == pytest.approx(0.5)  # one run of the denominator
+    assert repstats.ratio_interval([1.0, 4.0], [4.0]).value == pytest.approx(
+        0.5
+    )  # one run of the denominator
     assert repstats.ratio_to_exact([1.0, 4.0], 4.0).value == pytest.approx(0.5)
     single = repstats.ratio_to_exact([2.0], 4.0)
     assert single.value == pytest.approx(0.5) and (single.n, single.method) == (1, repstats.SINGLE)
@@ -189,8 +202,12 @@ def test_an_interval_contains_its_ends_and_nothing_without_one():
 
 def test_run_cv_of_runs_that_average_zero_is_unknown():
     assert math.isnan(repstats.run_cv([-1.0, 1.0]))
-    assert repstats.run_cv([-90.0, -100.0, -110.0]) == pytest.approx(0.1)  # a spread, whatever the sign
-    assert repstats.run_cv([math.nan, 90.0, 110.0]) == pytest.approx(np.std([90, 110], ddof=1) / 100)
+    assert repstats.run_cv([-90.0, -100.0, -110.0]) == pytest.approx(
+        0.1
+    )  # a spread, whatever the sign
+    assert repstats.run_cv([math.nan, 90.0, 110.0]) == pytest.approx(
+        np.std([90, 110], ddof=1) / 100
+    )
 
 
 def test_a_lower_confidence_gives_a_narrower_interval():
@@ -206,7 +223,11 @@ def no_interval(e) -> bool:
 
 def test_estimates_without_a_value_or_an_interval_hold_nan_and_their_run_count():
     nothing = repstats.mean_interval([])
-    assert math.isnan(nothing.value) and no_interval(nothing) and (nothing.n, nothing.method) == (0, repstats.NONE)
+    assert (
+        math.isnan(nothing.value)
+        and no_interval(nothing)
+        and (nothing.n, nothing.method) == (0, repstats.NONE)
+    )
     assert no_interval(repstats.mean_interval([3.0])) and repstats.mean_interval([3.0]).n == 1
     for published in (0.0, math.nan):
         x = repstats.ratio_to_exact([1.0, 2.0, 4.0], published)
@@ -218,8 +239,11 @@ def test_estimates_without_a_value_or_an_interval_hold_nan_and_their_run_count()
     r = repstats.ratio_interval([0.0, 2.0], [1.0, 3.0])
     assert no_interval(r)
     assert repstats.ratio_to_exact(np.exp([0.0, 0.1, 0.2]), 1.0).method == repstats.ONE_SAMPLE_LOG
-    for r, n in ((repstats.ratio_interval([], [1.0, 2.0]), 0), (repstats.ratio_interval([1.0, 2.0], [0.0]), 2),
-                 (repstats.ratio_interval([1.0, 2.0], [4.0]), 2)):
+    for r, n in (
+        (repstats.ratio_interval([], [1.0, 2.0]), 0),
+        (repstats.ratio_interval([1.0, 2.0], [0.0]), 2),
+        (repstats.ratio_interval([1.0, 2.0], [4.0]), 2),
+    ):
         assert no_interval(r) and r.n == n
 
 

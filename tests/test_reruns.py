@@ -13,21 +13,33 @@ import yaml
 from workflow_helpers import copy_project, dry_run, snakemake
 
 QUICK = ("--config", "preset=quick")
-MATRIX = {"go_cpu0.25_mem2048_sc3_load00", "go_cpu0.25_mem2048_sc3_load05",
-          "next_cpu0.25_mem2048_sc3_load00", "next_cpu0.25_mem2048_sc3_load05"}
+MATRIX = {
+    "go_cpu0.25_mem2048_sc3_load00",
+    "go_cpu0.25_mem2048_sc3_load05",
+    "next_cpu0.25_mem2048_sc3_load00",
+    "next_cpu0.25_mem2048_sc3_load05",
+}
 # The model's calibration: each app alone at the preset's vCPU and with no limit (all the CPUs).
 NO_LIMIT = f"{os.cpu_count() or 1:g}"
-CALIBRATION = {f"{app}_cpu{vcpu}_mem2048_sc0_load00" for app in ("go", "next") for vcpu in ("0.25", NO_LIMIT)}
+CALIBRATION = {
+    f"{app}_cpu{vcpu}_mem2048_sc0_load00" for app in ("go", "next") for vcpu in ("0.25", NO_LIMIT)
+}
 REPEATS = 2  # the quick preset's
-RUNS = ([f"results/quick/runs/{c}/rep{r}.parquet" for c in sorted(MATRIX) for r in range(1, REPEATS + 1)]
-        + [f"results/quick/calibration/runs/{c}/rep{r}.parquet" for c in sorted(CALIBRATION)
-           for r in range(1, REPEATS + 1)])
+RUNS = [
+    f"results/quick/runs/{c}/rep{r}.parquet" for c in sorted(MATRIX) for r in range(1, REPEATS + 1)
+] + [
+    f"results/quick/calibration/runs/{c}/rep{r}.parquet"
+    for c in sorted(CALIBRATION)
+    for r in range(1, REPEATS + 1)
+]
 # What the image and run jobs do here: write their outputs, nothing else. Snakemake runs the jobs and records
 # their params and inputs as it does for real builds and measurements, and decides reruns from those records.
-STUB = ("from pathlib import Path\n"
-        "for out in snakemake.output:  # noqa: F821\n"
-        "    Path(out).parent.mkdir(parents=True, exist_ok=True)\n"
-        "    Path(out).write_text('{}')\n")
+STUB = (
+    "from pathlib import Path\n"
+    "for out in snakemake.output:  # noqa: F821\n"
+    "    Path(out).parent.mkdir(parents=True, exist_ok=True)\n"
+    "    Path(out).write_text('{}')\n"
+)
 
 
 def plan_runs(project: Path, *config: str):
@@ -62,13 +74,20 @@ def change_config(project: Path, keys: tuple, value) -> None:
     (project / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
-@pytest.mark.parametrize("keys, value", [
-    (("presets", "quick", "load", "duration_s"), 6),  # the quick preset's own duration and warm-up win
-    (("load", "concurrency"), 5),
-    (("presets", "quick", "load", "warmup_s"), 2),
-    (("load", "sidecar_burn"), "cpu"),
-    (("load", "warmup", "mode"), "until_steady"),
-], ids=lambda part: ".".join(part) if isinstance(part, tuple) else None)
+@pytest.mark.parametrize(
+    "keys, value",
+    [
+        (
+            ("presets", "quick", "load", "duration_s"),
+            6,
+        ),  # the quick preset's own duration and warm-up win
+        (("load", "concurrency"), 5),
+        (("presets", "quick", "load", "warmup_s"), 2),
+        (("load", "sidecar_burn"), "cpu"),
+        (("load", "warmup", "mode"), "until_steady"),
+    ],
+    ids=lambda part: ".".join(part) if isinstance(part, tuple) else None,
+)
 @pytest.mark.workflow
 def test_a_load_setting_that_changes_a_measurement_reruns_every_run(finished, keys, value):
     change_config(finished, keys, value)
@@ -81,24 +100,33 @@ def test_a_load_setting_that_changes_a_measurement_reruns_every_run(finished, ke
     assert "Params have changed" in plan.output
 
 
-
 @pytest.mark.workflow
 def test_a_warmup_for_one_app_reruns_that_apps_runs_only(finished):
     change_config(finished, ("load", "app_warmup_s"), {"next": 30})
     plan = plan_runs(finished)
     assert plan.returncode == 0, plan.output
-    assert plan.conditions == {c for c in MATRIX | CALIBRATION if c.startswith("next_")}, plan.output
+    assert plan.conditions == {c for c in MATRIX | CALIBRATION if c.startswith("next_")}, (
+        plan.output
+    )
     assert plan.jobs["build_image"] == 0
     assert "Params have changed" in plan.output
 
-@pytest.mark.parametrize("keys, value", [
-    (("load", "ready_timeout_s"), 300),
-    (("hosts",), [{"name": "local", "url": None}, {"name": "lab", "url": "ssh://root@lab.example"}]),
-    (("image", "base_fallback"), "none"),
-    (("on_failure",), "record"),
-    (("presets", "quick", "on_failure"), "record"),
-    (("load", "warmup", "max_s"), 40),  # a key of until_steady while the mode stays fixed
-], ids=lambda part: ".".join(part) if isinstance(part, tuple) else None)
+
+@pytest.mark.parametrize(
+    "keys, value",
+    [
+        (("load", "ready_timeout_s"), 300),
+        (
+            ("hosts",),
+            [{"name": "local", "url": None}, {"name": "lab", "url": "ssh://root@lab.example"}],
+        ),
+        (("image", "base_fallback"), "none"),
+        (("on_failure",), "record"),
+        (("presets", "quick", "on_failure"), "record"),
+        (("load", "warmup", "max_s"), 40),  # a key of until_steady while the mode stays fixed
+    ],
+    ids=lambda part: ".".join(part) if isinstance(part, tuple) else None,
+)
 @pytest.mark.workflow
 def test_a_setting_that_changes_no_measurement_reruns_nothing(finished, keys, value):
     change_config(finished, keys, value)
@@ -121,7 +149,9 @@ def test_editing_the_next_app_reruns_its_images_conditions_and_calibration(finis
     plan = plan_runs(finished)
     assert plan.returncode == 0, plan.output
     assert plan.variants == {"next", "next-sidecar"}, plan.output
-    assert plan.conditions == {c for c in MATRIX | CALIBRATION if c.startswith("next_")}, plan.output
+    assert plan.conditions == {c for c in MATRIX | CALIBRATION if c.startswith("next_")}, (
+        plan.output
+    )
     assert plan.jobs["run_condition"] == 2 * REPEATS and plan.jobs["run_calibration"] == 2 * REPEATS
 
 
@@ -152,7 +182,12 @@ def test_image_builds_rank_above_every_run_and_first_repetitions_above_second_on
     jobs = planned_jobs(plan.output)
     builds = [job["priority"] for job in jobs if job["rule"] == "build_image"]
     runs = [job for job in jobs if job["rule"] in ("run_condition", "run_calibration")]
-    assert len(builds) == plan.jobs["build_image"] > 0 and len(runs) == (len(MATRIX) + len(CALIBRATION)) * REPEATS
+    assert (
+        len(builds) == plan.jobs["build_image"] > 0
+        and len(runs) == (len(MATRIX) + len(CALIBRATION)) * REPEATS
+    )
     assert min(builds) > max(job["priority"] for job in runs), plan.output
-    by_repeat = {n: [job["priority"] for job in runs if job["wildcards"]["repeat"] == str(n)] for n in (1, 2)}
+    by_repeat = {
+        n: [job["priority"] for job in runs if job["wildcards"]["repeat"] == str(n)] for n in (1, 2)
+    }
     assert min(by_repeat[1]) > max(by_repeat[2]), by_repeat

@@ -20,8 +20,15 @@ def published_set(tmp_path, reps=3):
         for r in range(1, reps + 1):
             slow = 0.105 if r == 1 else 0.188  # run 1's P99 waited one period, the others' two
             times = np.r_[np.round(rng.lognormal(-6, 0.4, 3000), 4), np.full(40, slow)]
-            runs.append(write_run(run_path(tmp_path / "runs", condition.id, r), condition, times, wall_s=10.0,
-                                  repeat=r))
+            runs.append(
+                write_run(
+                    run_path(tmp_path / "runs", condition.id, r),
+                    condition,
+                    times,
+                    wall_s=10.0,
+                    repeat=r,
+                )
+            )
     per_run = summarise_runs(runs)
     expected = summarise_conditions(per_run)
     per_run.loc[0, "flags"] = "sidecar_under"  # a code an older publication carried
@@ -29,7 +36,9 @@ def published_set(tmp_path, reps=3):
     set_dir.mkdir()
     per_run.to_csv(set_dir / "runs_summary.csv", index=False, float_format="%.6g")
     (set_dir / "provenance.json").write_text(json.dumps({"preset": "x", "flagged_conditions": 2}))
-    (set_dir / "PROVENANCE.md").write_text("# How `x` was measured\n\n- flagged conditions: 2 of 2 (sidecar_under 2)\n")
+    (set_dir / "PROVENANCE.md").write_text(
+        "# How `x` was measured\n\n- flagged conditions: 2 of 2 (sidecar_under 2)\n"
+    )
     for path in runs:
         path.unlink()
     return set_dir, expected
@@ -46,12 +55,23 @@ def test_a_set_is_summarised_again_from_its_per_run_rows(tmp_path):
     assert all("bimodal" in f for f in summary["flags"])  # 105 ms against 188 ms across the runs
     assert not summary["flags"].str.contains("sidecar_under").any()
     assert found["by_flag"]["bimodal"] == 2
-    assert "sidecar_under" not in pd.read_csv(set_dir / "runs_summary.csv")["flags"].fillna("").str.cat()
-    assert (set_dir / "tables" / "load_sweep_go.md").exists() and (set_dir / "charts" / "rps_retained.svg").exists()
+    assert (
+        "sidecar_under"
+        not in pd.read_csv(set_dir / "runs_summary.csv")["flags"].fillna("").str.cat()
+    )
+    assert (set_dir / "tables" / "load_sweep_go.md").exists() and (
+        set_dir / "charts" / "rps_retained.svg"
+    ).exists()
     info = json.loads((set_dir / "provenance.json").read_text())
-    assert info["flagged_by_flag"]["bimodal"] == 2 and info["statistics"]["recomputed_from"] == "runs_summary.csv"
+    assert (
+        info["flagged_by_flag"]["bimodal"] == 2
+        and info["statistics"]["recomputed_from"] == "runs_summary.csv"
+    )
     provenance = (set_dir / "PROVENANCE.md").read_text()
-    assert "sidecar_under" not in provenance and "statistics recomputed from runs_summary.csv" in provenance
+    assert (
+        "sidecar_under" not in provenance
+        and "statistics recomputed from runs_summary.csv" in provenance
+    )
     assert (set_dir / "report.html").exists()
 
 

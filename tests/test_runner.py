@@ -26,24 +26,52 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # ---- run files --------------------------------------------------------------------------------
 
+
 def make_meta(condition: Condition, rows: int) -> dict:
     return {
         "format_version": 2,
         "repeat": 1,
         "condition": condition.as_dict(),
         "load": {"duration_s": 1, "concurrency": 3, "warmup_s": 0, "url": runner.WORK_URL},
-        "window": {"start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T00:00:01+00:00", "wall_s": 1.0,
-                   "load_s": 1.01},
-        "requests": {"rows": rows, "non_2xx": 0, "failed": 0, "failed_source": "test", "error_distribution": {},
-                     "cap_reached": False},
-        "limits": {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
-                   "memory_limit_bytes": 2048 * 2**20, "swap_limit_bytes": 0},
+        "window": {
+            "start": "2026-01-01T00:00:00+00:00",
+            "end": "2026-01-01T00:00:01+00:00",
+            "wall_s": 1.0,
+            "load_s": 1.01,
+        },
+        "requests": {
+            "rows": rows,
+            "non_2xx": 0,
+            "failed": 0,
+            "failed_source": "test",
+            "error_distribution": {},
+            "cap_reached": False,
+        },
+        "limits": {
+            "cpu_quota_us": 25000,
+            "cpu_period_us": 100000,
+            "vcpu": 0.25,
+            "memory_limit_bytes": 2048 * 2**20,
+            "swap_limit_bytes": 0,
+        },
         "host": {"cpus": 2, "busy_s": 0.5, "total_s": 2.0},
         "loadgen": {"cpu_s": 0.3},
-        "cgroup": {"source": "cgroup-v1", "nr_periods": 10, "nr_throttled": 9, "throttled_s": 0.5, "usage_s": 0.25,
-                   "period_us": 100000, "quota_us": 25000},
+        "cgroup": {
+            "source": "cgroup-v1",
+            "nr_periods": 10,
+            "nr_throttled": 9,
+            "throttled_s": 0.5,
+            "usage_s": 0.25,
+            "period_us": 100000,
+            "quota_us": 25000,
+        },
         "processes": [{"role": "app", "target_pct": None, "cpu_s": 0.2}],
-        "container": {"exit_code": None, "oom_killed": False, "restart_count": 0, "peak_memory_bytes": 1},
+        "container": {
+            "exit_code": None,
+            "oom_killed": False,
+            "restart_count": 0,
+            "peak_memory_bytes": 1,
+        },
         "environment": {key: "x" for key in record.ENVIRONMENT_KEYS},
     }
 
@@ -53,8 +81,11 @@ def two_run_files(tmp_path):
     samples = hey.parse_csv((FIXTURES / "hey-z1s-c3.csv").read_text())
     paths = []
     for condition in (Condition("go", 0.25, 2048, 0, 0), Condition("next", 1, 512, 3, 5)):
-        paths.append(record.write_run(tmp_path / f"{condition.id}.parquet", samples,
-                                      make_meta(condition, len(samples))))
+        paths.append(
+            record.write_run(
+                tmp_path / f"{condition.id}.parquet", samples, make_meta(condition, len(samples))
+            )
+        )
     return tmp_path, samples, paths
 
 
@@ -66,9 +97,12 @@ def test_run_files_read_as_one_dataset_in_pandas_pyarrow_and_duckdb(two_run_file
     assert ds.dataset(directory, format="parquet").to_table().schema.equals(record.SCHEMA)
     counts = duckdb.sql(
         f"select condition_id, count(*), min(vcpu), max(sidecar_count) from read_parquet('{directory}/*.parquet') "
-        "group by all order by 1").fetchall()
-    assert counts == [("go_cpu0.25_mem2048_sc0_load00", len(samples), 0.25, 0),
-                      ("next_cpu1_mem512_sc3_load05", len(samples), 1.0, 3)]
+        "group by all order by 1"
+    ).fetchall()
+    assert counts == [
+        ("go_cpu0.25_mem2048_sc0_load00", len(samples), 0.25, 0),
+        ("next_cpu1_mem512_sc3_load05", len(samples), 1.0, 3),
+    ]
 
 
 def test_read_run_returns_rows_and_meta(two_run_files):
@@ -94,8 +128,9 @@ def test_a_bad_record_writes_nothing_and_keeps_the_old_file(two_run_files):
     assert sorted(p.name for p in directory.iterdir()) == sorted(p.name for p in paths)
 
 
-def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leaves_nothing(two_run_files,
-                                                                                          monkeypatch):
+def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leaves_nothing(
+    two_run_files, monkeypatch
+):
     # README: runs are written to a temporary name and renamed; a reader never sees half a run.
     directory, samples, paths = two_run_files
     complete = sorted(p.name for p in paths)
@@ -110,7 +145,13 @@ def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leav
     def written_not_yet_renamed_hidden(table, where, **kwargs):
         written_not_yet_renamed(table, where, **kwargs)
         # Beside its final name (one file system: the rename is atomic), hidden from dataset readers.
-        seen.append([p.name.startswith(".new.parquet.") for p in directory.iterdir() if p.name.startswith(".")])
+        seen.append(
+            [
+                p.name.startswith(".new.parquet.")
+                for p in directory.iterdir()
+                if p.name.startswith(".")
+            ]
+        )
 
     monkeypatch.setattr(record.pq, "write_table", written_not_yet_renamed_hidden)
     meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
@@ -148,7 +189,9 @@ def test_version_2_values_at_their_edges(two_run_files):
         record.validate_meta(meta)
     meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
     del meta["repeat"], meta["limits"]
-    with pytest.raises(record.RunFileError, match=r"^run metadata \(format_version 2\) lacks repeat, limits$"):
+    with pytest.raises(
+        record.RunFileError, match=r"^run metadata \(format_version 2\) lacks repeat, limits$"
+    ):
         record.validate_meta(meta)
     meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
     del meta["host"]["cpus"], meta["host"]["total_s"]
@@ -174,9 +217,16 @@ def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
     for key in ("repeat", "limits", "host", "loadgen"):
         del v1[key]
     del v1["window"]["load_s"], v1["requests"]["cap_reached"]
-    assert record.read_run_meta(record.write_run(directory / "v1.parquet", samples, v1))["format_version"] == 1
+    assert (
+        record.read_run_meta(record.write_run(directory / "v1.parquet", samples, v1))[
+            "format_version"
+        ]
+        == 1
+    )
     v1["format_version"] = 4
-    with pytest.raises(record.RunFileError, match="format_version is 4, this code reads 1 and 2 and 3"):
+    with pytest.raises(
+        record.RunFileError, match="format_version is 4, this code reads 1 and 2 and 3"
+    ):
         record.write_run(directory / "v4.parquet", samples, v1)
     # Version 3 adds the knobs against throttling; version 2 files (no knobs) still read.
     v3 = make_meta(condition, len(samples))
@@ -184,9 +234,18 @@ def test_version_2_needs_its_keys_and_version_1_files_still_read(two_run_files):
     with pytest.raises(record.RunFileError, match=r"format_version 3\) lacks knobs"):
         record.write_run(directory / "v3.parquet", samples, v3)
     v3["knobs"] = {}
-    assert record.read_run_meta(record.write_run(directory / "v3.parquet", samples, v3))["format_version"] == 3
-    assert record.read_run_meta(record.write_run(directory / "v2.parquet", samples, make_meta(condition, len(
-        samples))))["format_version"] == 2
+    assert (
+        record.read_run_meta(record.write_run(directory / "v3.parquet", samples, v3))[
+            "format_version"
+        ]
+        == 3
+    )
+    assert (
+        record.read_run_meta(
+            record.write_run(directory / "v2.parquet", samples, make_meta(condition, len(samples)))
+        )["format_version"]
+        == 2
+    )
 
 
 def test_each_bad_metadata_value_is_named_with_what_it_should_be():
@@ -200,30 +259,69 @@ def test_each_bad_metadata_value_is_named_with_what_it_should_be():
     nan = float("nan")
     cases = [
         (lambda m: (m.pop("load"), m.pop("environment")), "run metadata lacks load, environment"),
-        (lambda m: m.update(format_version=True), "run metadata format_version is True, this code reads 1 and 2 and "
-                                                "3"),
+        (
+            lambda m: m.update(format_version=True),
+            "run metadata format_version is True, this code reads 1 and 2 and 3",
+        ),
         (lambda m: m.update(repeat=True), "run metadata repeat is True, not a whole number >= 1"),
         (lambda m: m.update(repeat=1.0), "run metadata repeat is 1.0, not a whole number >= 1"),
-        (lambda m: m["window"].update(load_s=0), "run metadata window.load_s is 0, not a number of seconds > 0"),
-        (lambda m: m["window"].update(load_s=True), "run metadata window.load_s is True, not a number of seconds > 0"),
-        (lambda m: m["window"].update(load_s="1"), "run metadata window.load_s is '1', not a number of seconds > 0"),
-        (lambda m: m["requests"].update(cap_reached=0), "run metadata requests.cap_reached is 0, not true/false"),
-        (lambda m: m.update(limits=None), "run metadata limits is None, not an object with cpu_quota_us, "
-                                          "cpu_period_us, vcpu, memory_limit_bytes, swap_limit_bytes"),
-        (lambda m: m.update(host=[]), "run metadata host is [], not an object with cpus, busy_s, total_s"),
-        (lambda m: m["limits"].pop("swap_limit_bytes"), "run metadata limits lacks swap_limit_bytes"),
+        (
+            lambda m: m["window"].update(load_s=0),
+            "run metadata window.load_s is 0, not a number of seconds > 0",
+        ),
+        (
+            lambda m: m["window"].update(load_s=True),
+            "run metadata window.load_s is True, not a number of seconds > 0",
+        ),
+        (
+            lambda m: m["window"].update(load_s="1"),
+            "run metadata window.load_s is '1', not a number of seconds > 0",
+        ),
+        (
+            lambda m: m["requests"].update(cap_reached=0),
+            "run metadata requests.cap_reached is 0, not true/false",
+        ),
+        (
+            lambda m: m.update(limits=None),
+            "run metadata limits is None, not an object with cpu_quota_us, "
+            "cpu_period_us, vcpu, memory_limit_bytes, swap_limit_bytes",
+        ),
+        (
+            lambda m: m.update(host=[]),
+            "run metadata host is [], not an object with cpus, busy_s, total_s",
+        ),
+        (
+            lambda m: m["limits"].pop("swap_limit_bytes"),
+            "run metadata limits lacks swap_limit_bytes",
+        ),
         (lambda m: m["loadgen"].pop("cpu_s"), "run metadata loadgen lacks cpu_s"),
-        (lambda m: (m["condition"].pop("id"), m["condition"].pop("app")), "run metadata condition lacks id, app"),
-        (lambda m: m["container"].pop("peak_memory_bytes"), "run metadata container lacks peak_memory_bytes"),
-        (lambda m: m["environment"].pop("hey_version"), "run metadata environment lacks hey_version"),
+        (
+            lambda m: (m["condition"].pop("id"), m["condition"].pop("app")),
+            "run metadata condition lacks id, app",
+        ),
+        (
+            lambda m: m["container"].pop("peak_memory_bytes"),
+            "run metadata container lacks peak_memory_bytes",
+        ),
+        (
+            lambda m: m["environment"].pop("hey_version"),
+            "run metadata environment lacks hey_version",
+        ),
         (lambda m: m["requests"].pop("failed_source"), "run metadata requests lacks failed_source"),
         (lambda m: m["window"].pop("end"), "run metadata window lacks end"),
         (lambda m: m["window"].pop("wall_s"), "run metadata window lacks wall_s"),
-        (lambda m: m.update(processes={}), "run metadata processes must be a list of {role, target_pct, cpu_s}"),
-        (lambda m: m.update(processes=[{"role": "app", "cpu_s": 1}]),
-         "run metadata processes must be a list of {role, target_pct, cpu_s}"),
-        (lambda m: m["cgroup"].update(usage_s=nan), "run metadata is not plain JSON: Out of range float values are "
-                                                    "not JSON compliant"),
+        (
+            lambda m: m.update(processes={}),
+            "run metadata processes must be a list of {role, target_pct, cpu_s}",
+        ),
+        (
+            lambda m: m.update(processes=[{"role": "app", "cpu_s": 1}]),
+            "run metadata processes must be a list of {role, target_pct, cpu_s}",
+        ),
+        (
+            lambda m: m["cgroup"].update(usage_s=nan),
+            "run metadata is not plain JSON: Out of range float values are not JSON compliant",
+        ),
     ]
     for change, message in cases:
         with pytest.raises(record.RunFileError) as err:
@@ -240,17 +338,23 @@ def test_a_record_refuses_rows_of_another_condition_or_schema():
     other = {**meta, "condition": Condition("go", 0.5, 2048, 0, 0).as_dict()}
     with pytest.raises(record.RunFileError) as err:
         record.RunRecord(rows, other)
-    assert str(err.value) == ("rows carry condition ids ['go_cpu0.25_mem2048_sc0_load00'], meta says "
-                              "'go_cpu0.5_mem2048_sc0_load00'")
+    assert str(err.value) == (
+        "rows carry condition ids ['go_cpu0.25_mem2048_sc0_load00'], meta says "
+        "'go_cpu0.5_mem2048_sc0_load00'"
+    )
     with pytest.raises(record.RunFileError, match=r"^rows do not have the run file schema"):
         record.RunRecord(rows.drop(["dns_s"]), meta)
     with pytest.raises(record.RunFileError) as err:
         record.to_table(samples)
-    assert str(err.value) == ("run rows: missing columns ['condition_id', 'app', 'vcpu', 'memory_mb', "
-                              "'sidecar_count', 'sidecar_load_pct', 'total_sidecar_load_pct'], unexpected columns []")
+    assert str(err.value) == (
+        "run rows: missing columns ['condition_id', 'app', 'vcpu', 'memory_mb', "
+        "'sidecar_count', 'sidecar_load_pct', 'total_sidecar_load_pct'], unexpected columns []"
+    )
     frame = rows.to_pandas()
     frame["status_code"] = "x"
-    with pytest.raises(record.RunFileError, match=r"^run rows do not convert to the run file schema: "):
+    with pytest.raises(
+        record.RunFileError, match=r"^run rows do not convert to the run file schema: "
+    ):
         record.to_table(frame)
     # The condition's columns repeat its values on every row, the samples keep theirs.
     table = record.RunRecord.from_samples(samples, meta).rows
@@ -261,30 +365,61 @@ def test_a_record_refuses_rows_of_another_condition_or_schema():
 
 def test_a_failure_record_is_refused_unless_complete_and_plain(tmp_path):
     condition = Condition("go", 0.25, 2048, 1, 5)
-    good = record.failure_record(condition.as_dict(), 2, LoadSettings().as_dict(), "boom",
-                                 {"role": "app", "pid": 7, "exit_status": 137, "signal": "SIGKILL", "oom_killed": 1,
-                                  "phase": "window", "container_status": "exited", "container_exit_code": 137},
-                                 "local", "2026-12-01T00:00:00+00:00")
-    assert good == {"failure_version": 1, "status": "failed", "condition": condition.as_dict(), "repeat": 2,
-                    "load": LoadSettings().as_dict(), "error": "boom", "process": {"role": "app", "pid": 7},
-                    "exit_status": 137, "signal": "SIGKILL", "oom_killed": True, "phase": "window",
-                    "container_status": "exited", "container_exit_code": 137, "host_name": "local",
-                    "time": "2026-12-01T00:00:00+00:00"}
+    good = record.failure_record(
+        condition.as_dict(),
+        2,
+        LoadSettings().as_dict(),
+        "boom",
+        {
+            "role": "app",
+            "pid": 7,
+            "exit_status": 137,
+            "signal": "SIGKILL",
+            "oom_killed": 1,
+            "phase": "window",
+            "container_status": "exited",
+            "container_exit_code": 137,
+        },
+        "local",
+        "2026-12-01T00:00:00+00:00",
+    )
+    assert good == {
+        "failure_version": 1,
+        "status": "failed",
+        "condition": condition.as_dict(),
+        "repeat": 2,
+        "load": LoadSettings().as_dict(),
+        "error": "boom",
+        "process": {"role": "app", "pid": 7},
+        "exit_status": 137,
+        "signal": "SIGKILL",
+        "oom_killed": True,
+        "phase": "window",
+        "container_status": "exited",
+        "container_exit_code": 137,
+        "host_name": "local",
+        "time": "2026-12-01T00:00:00+00:00",
+    }
     path = record.write_failure(tmp_path / "run.parquet", good)
     assert record.read_failure(path) == good
     with pytest.raises(record.FailedRunError) as err:
         record.read_run_meta(path)
-    assert str(err.value) == (f"{path}: a failure record, not a measured run (go_cpu0.25_mem2048_sc1_load05 rep 2 "
-                              "failed inside the measured window: app (pid 7) killed by SIGKILL, OOM-killed True); "
-                              "delete it (or rerun with --forcerun) to measure the run again")
+    assert str(err.value) == (
+        f"{path}: a failure record, not a measured run (go_cpu0.25_mem2048_sc1_load05 rep 2 "
+        "failed inside the measured window: app (pid 7) killed by SIGKILL, OOM-killed True); "
+        "delete it (or rerun with --forcerun) to measure the run again"
+    )
     cases = [
         ({"signal": None, "time": None}, None),
         ({"status": "measured"}, "failure record has status 'measured', version 1"),
         ({"failure_version": 2}, "failure record has status 'failed', version 2"),
         ({"repeat": 0}, "failure record repeat is 0, not a whole number >= 1"),
         ({"repeat": True}, "failure record repeat is True, not a whole number >= 1"),
-        ({"condition": {"id": condition.id}}, "failure record condition lacks app, vcpu, memory_mb, sidecar_count, "
-                                              "sidecar_load_pct, total_sidecar_load_pct"),
+        (
+            {"condition": {"id": condition.id}},
+            "failure record condition lacks app, vcpu, memory_mb, sidecar_count, "
+            "sidecar_load_pct, total_sidecar_load_pct",
+        ),
         ({"exit_status": float("inf")}, "failure record is not plain JSON"),
     ]
     for change, message in cases:
@@ -299,8 +434,11 @@ def test_a_failure_record_is_refused_unless_complete_and_plain(tmp_path):
         record.validate_failure(lacking)
     assert str(err.value) == "failure record lacks phase, host_name"
     # A run file is not a failure record.
-    run = record.write_run(tmp_path / "measured.parquet", hey.parse_csv((FIXTURES / "hey-ok.csv").read_text()),
-                           make_meta(condition, 40))
+    run = record.write_run(
+        tmp_path / "measured.parquet",
+        hey.parse_csv((FIXTURES / "hey-ok.csv").read_text()),
+        make_meta(condition, 40),
+    )
     assert record.read_failure(run) is None
 
 
@@ -317,8 +455,11 @@ def test_analysis_reads_name_the_file_and_keep_a_failure_a_failure(tmp_path):
     assert runfile.read_failure(run) is None
     broken = tmp_path / "broken.parquet"
     broken.write_bytes(b"not parquet")
-    with pytest.raises(record.RunFileError, match=rf"^{broken}: not a readable Parquet run file \(.*\); rerun its "
-                                                  r"condition$"):
+    with pytest.raises(
+        record.RunFileError,
+        match=rf"^{broken}: not a readable Parquet run file \(.*\); rerun its "
+        r"condition$",
+    ):
         runfile.read_meta(broken)
     assert runfile.read_failure(broken) is None
     with pytest.raises(record.RunFileError, match=rf"^{run}: cannot read columns \['nope'\] \("):
@@ -327,59 +468,109 @@ def test_analysis_reads_name_the_file_and_keep_a_failure_a_failure(tmp_path):
     v4["format_version"] = 4
     table = record.RunRecord.from_samples(samples, make_meta(condition, len(samples))).rows
     import pyarrow.parquet as pq
-    pq.write_table(table.replace_schema_metadata({record.METADATA_KEY: json.dumps(v4).encode()}), tmp_path / "v4.parquet")
+
+    pq.write_table(
+        table.replace_schema_metadata({record.METADATA_KEY: json.dumps(v4).encode()}),
+        tmp_path / "v4.parquet",
+    )
     with pytest.raises(record.RunFileError) as err:
         runfile.read_meta(tmp_path / "v4.parquet")
-    assert str(err.value) == (f"{tmp_path / 'v4.parquet'}: run metadata format_version is 4, this code reads 1 and 2 "
-                              "and 3")
-    failure = record.failure_record(condition.as_dict(), 1, LoadSettings().as_dict(), "boom",
-                                    {"role": "app", "pid": 7, "exit_status": 1, "phase": "start"}, "local", "t")
+    assert str(err.value) == (
+        f"{tmp_path / 'v4.parquet'}: run metadata format_version is 4, this code reads 1 and 2 "
+        "and 3"
+    )
+    failure = record.failure_record(
+        condition.as_dict(),
+        1,
+        LoadSettings().as_dict(),
+        "boom",
+        {"role": "app", "pid": 7, "exit_status": 1, "phase": "start"},
+        "local",
+        "t",
+    )
     failed = record.write_failure(tmp_path / "failed.parquet", failure)
     with pytest.raises(record.FailedRunError) as err:
         runfile.read_meta(failed)
-    assert str(err.value).startswith(f"{failed}: a failure record, not a measured run (") and \
-        not str(err.value).startswith(f"{failed}: {failed}")
+    assert str(err.value).startswith(
+        f"{failed}: a failure record, not a measured run ("
+    ) and not str(err.value).startswith(f"{failed}: {failed}")
     assert runfile.read_failure(failed) == failure
     # A damaged failure record (no condition) is still refused as a failure, saying it cannot tell which.
-    pq.write_table(record.SCHEMA.empty_table().replace_schema_metadata(
-        {record.FAILURE_KEY: json.dumps({"status": "failed"}).encode()}), tmp_path / "damaged.parquet")
+    pq.write_table(
+        record.SCHEMA.empty_table().replace_schema_metadata(
+            {record.FAILURE_KEY: json.dumps({"status": "failed"}).encode()}
+        ),
+        tmp_path / "damaged.parquet",
+    )
     with pytest.raises(record.FailedRunError) as err:
         record.read_run_meta(tmp_path / "damaged.parquet")
-    assert str(err.value) == (f"{tmp_path / 'damaged.parquet'}: a failure record, not a measured run (?); delete it "
-                              "(or rerun with --forcerun) to measure the run again")
+    assert str(err.value) == (
+        f"{tmp_path / 'damaged.parquet'}: a failure record, not a measured run (?); delete it "
+        "(or rerun with --forcerun) to measure the run again"
+    )
     bad = {**failure, "repeat": 0}
-    pq.write_table(record.SCHEMA.empty_table().replace_schema_metadata({record.FAILURE_KEY: json.dumps(bad).encode()}),
-                   tmp_path / "bad-failure.parquet")
+    pq.write_table(
+        record.SCHEMA.empty_table().replace_schema_metadata(
+            {record.FAILURE_KEY: json.dumps(bad).encode()}
+        ),
+        tmp_path / "bad-failure.parquet",
+    )
     with pytest.raises(record.RunFileError) as err:
         runfile.read_failure(tmp_path / "bad-failure.parquet")
-    assert str(err.value) == f"{tmp_path / 'bad-failure.parquet'}: failure record repeat is 0, not a whole number >= 1"
+    assert (
+        str(err.value)
+        == f"{tmp_path / 'bad-failure.parquet'}: failure record repeat is 0, not a whole number >= 1"
+    )
 
 
 # ---- failure counting, progress ---------------------------------------------------------------
 
+
 def test_a_failed_runs_line_says_which_process_died_how_and_where():
     # README, "Failed runs": the summary's failure text, one line per failed repetition.
-    base = {"condition": {"id": "go_cpu0.25_mem2048_sc1_load05"}, "repeat": 2, "phase": "window", "oom_killed": False}
+    base = {
+        "condition": {"id": "go_cpu0.25_mem2048_sc1_load05"},
+        "repeat": 2,
+        "phase": "window",
+        "oom_killed": False,
+    }
     cases = [
-        ({"process": {"role": "app", "pid": 10}, "signal": "SIGKILL", "exit_status": 137},
-         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: app (pid 10) killed by SIGKILL, "
-         "OOM-killed False"),
-        ({"process": {"role": "proxy", "pid": 11}, "signal": None, "exit_status": 1, "phase": "start",
-          "oom_killed": True},
-         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed before the measured window: sidecar proxy (pid 11) exited with "
-         "status 1, OOM-killed True"),
-        ({"process": {"role": "proxy", "pid": 11}, "exit_status": 0},
-         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: sidecar proxy (pid 11) exited with "
-         "status 0, OOM-killed False"),
-        ({"process": {"role": "agent", "pid": 12}},
-         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: sidecar agent (pid 12) gone, "
-         "OOM-killed False"),
-        ({"process": None, "container_status": "running", "oom_killed": True},
-         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: another process of the task, "
-         "OOM-killed True"),
-        ({"process": {"role": None}, "container_status": "exited", "container_exit_code": 137},
-         "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: the task (exit code 137), "
-         "OOM-killed False"),
+        (
+            {"process": {"role": "app", "pid": 10}, "signal": "SIGKILL", "exit_status": 137},
+            "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: app (pid 10) killed by SIGKILL, "
+            "OOM-killed False",
+        ),
+        (
+            {
+                "process": {"role": "proxy", "pid": 11},
+                "signal": None,
+                "exit_status": 1,
+                "phase": "start",
+                "oom_killed": True,
+            },
+            "go_cpu0.25_mem2048_sc1_load05 rep 2 failed before the measured window: sidecar proxy (pid 11) exited with "
+            "status 1, OOM-killed True",
+        ),
+        (
+            {"process": {"role": "proxy", "pid": 11}, "exit_status": 0},
+            "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: sidecar proxy (pid 11) exited with "
+            "status 0, OOM-killed False",
+        ),
+        (
+            {"process": {"role": "agent", "pid": 12}},
+            "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: sidecar agent (pid 12) gone, "
+            "OOM-killed False",
+        ),
+        (
+            {"process": None, "container_status": "running", "oom_killed": True},
+            "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: another process of the task, "
+            "OOM-killed True",
+        ),
+        (
+            {"process": {"role": None}, "container_status": "exited", "container_exit_code": 137},
+            "go_cpu0.25_mem2048_sc1_load05 rep 2 failed inside the measured window: the task (exit code 137), "
+            "OOM-killed False",
+        ),
     ]
     for failure, text in cases:
         assert record.failure_text({**base, **failure}) == text
@@ -390,7 +581,9 @@ def tcp(name: str) -> dict:
 
 
 def test_refused_connections_count_as_failed_even_with_no_rows():
-    failed, evidence = runner.count_failed(0, 5, 5, tcp("snmp-before.txt"), tcp("snmp-after-refused.txt"))
+    failed, evidence = runner.count_failed(
+        0, 5, 5, tcp("snmp-before.txt"), tcp("snmp-after-refused.txt")
+    )
     assert failed == 10
     assert evidence["tcp_attempt_fails"] == 10
 
@@ -398,9 +591,16 @@ def test_refused_connections_count_as_failed_even_with_no_rows():
 def test_answers_hey_did_not_record_count_as_failed():
     clean = tcp("snmp-before.txt")
     assert runner.count_failed(100, 7, 107, clean, clean)[0] == 0
-    assert runner.count_failed(100, 7, 110, clean, clean) == (3, {
-        "served_not_recorded": 3, "tcp_attempt_fails": 0, "tcp_estab_resets": 0, "tcp_reset_connections": 0,
-        "tcp_active_opens": 0})
+    assert runner.count_failed(100, 7, 110, clean, clean) == (
+        3,
+        {
+            "served_not_recorded": 3,
+            "tcp_attempt_fails": 0,
+            "tcp_estab_resets": 0,
+            "tcp_reset_connections": 0,
+            "tcp_active_opens": 0,
+        },
+    )
 
 
 def with_resets(counters: dict, resets: int) -> dict:
@@ -411,7 +611,9 @@ def test_a_reset_seen_by_both_ends_of_one_connection_is_one_failure():
     # Client and server share the network namespace: one reset connection counts up to twice.
     clean = tcp("snmp-before.txt")
     failed, evidence = runner.count_failed(100, 0, 100, clean, with_resets(clean, 2))
-    assert failed == 1 and evidence["tcp_estab_resets"] == 2 and evidence["tcp_reset_connections"] == 1
+    assert (
+        failed == 1 and evidence["tcp_estab_resets"] == 2 and evidence["tcp_reset_connections"] == 1
+    )
     # An odd count: at least one reset was seen by one end only, so round up.
     assert runner.count_failed(100, 0, 100, clean, with_resets(clean, 3))[0] == 2
 
@@ -420,26 +622,36 @@ def test_answers_past_heys_row_cap_are_not_failures():
     clean = tcp("snmp-before.txt")
     rows = hey.MAX_ROWS
     assert runner.count_failed(rows, 0, rows + 5000, clean, clean, cap_reached=True)[0] == 0
-    assert runner.count_failed(rows, 0, rows + 5000, clean, with_resets(clean, 4), cap_reached=True)[0] == 2
+    assert (
+        runner.count_failed(rows, 0, rows + 5000, clean, with_resets(clean, 4), cap_reached=True)[0]
+        == 2
+    )
     assert runner.count_failed(rows, 0, rows + 5000, clean, clean, cap_reached=False)[0] == 5000
 
 
 def limits(quota=25000, period=100000, memory=2048 * 2**20, swap=0):
-    return runner.cgroup.Limits(cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory,
-                                swap_limit_bytes=swap)
+    return runner.cgroup.Limits(
+        cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory, swap_limit_bytes=swap
+    )
 
 
 def test_limits_read_back_must_be_the_conditions():
     condition = Condition("go", 0.25, 2048, 0, 0)
     runner.check_limits(condition, limits(), nr_periods=30)
     runner.check_limits(condition, limits(quota=25050), nr_periods=30)  # within 1e-3 vCPU
-    with pytest.raises(runner.RunError, match=r"go_cpu0.25_mem2048_sc0_load00: expected a CPU limit of 0.25 vCPU, "
-                                              r"the task's cgroup has quota 50000 / period 100000 us = 0.5 vCPU"):
+    with pytest.raises(
+        runner.RunError,
+        match=r"go_cpu0.25_mem2048_sc0_load00: expected a CPU limit of 0.25 vCPU, "
+        r"the task's cgroup has quota 50000 / period 100000 us = 0.5 vCPU",
+    ):
         runner.check_limits(condition, limits(quota=50000), nr_periods=30)
     with pytest.raises(runner.RunError, match=r"found cpu quota -1"):
         runner.check_limits(condition, limits(quota=-1), nr_periods=30)
-    with pytest.raises(runner.RunError, match=r"expected a memory limit of 2048 MiB \(2147483648 bytes\), the task's "
-                                              r"cgroup has 536870912 bytes"):
+    with pytest.raises(
+        runner.RunError,
+        match=r"expected a memory limit of 2048 MiB \(2147483648 bytes\), the task's "
+        r"cgroup has 536870912 bytes",
+    ):
         runner.check_limits(condition, limits(memory=512 * 2**20), nr_periods=30)
     with pytest.raises(runner.RunError, match=r"the task's cgroup has no memory limit$"):
         runner.check_limits(condition, limits(memory=-1), nr_periods=30)
@@ -453,14 +665,22 @@ def test_a_run_fails_unless_its_cgroup_allows_no_swap():
     # README: "the memory limit is the condition's, with no swap".
     condition = Condition("go", 0.25, 2048, 0, 0)
     runner.check_limits(condition, limits(swap=0), nr_periods=30)
-    prefix = r"go_cpu0.25_mem2048_sc0_load00: expected no swap \(memory \+ swap limited to the memory limit, " \
-             r"2147483648 bytes\), the task's cgroup "
+    prefix = (
+        r"go_cpu0.25_mem2048_sc0_load00: expected no swap \(memory \+ swap limited to the memory limit, "
+        r"2147483648 bytes\), the task's cgroup "
+    )
     # The smallest swap there is: one page.
-    with pytest.raises(runner.RunError, match=prefix + r"allows 4096 bytes \(0.00390625 MiB\) of swap"):
+    with pytest.raises(
+        runner.RunError, match=prefix + r"allows 4096 bytes \(0.00390625 MiB\) of swap"
+    ):
         runner.check_limits(condition, limits(swap=4096), nr_periods=30)
-    with pytest.raises(runner.RunError, match=prefix + r"allows 1073741824 bytes \(1024 MiB\) of swap"):
+    with pytest.raises(
+        runner.RunError, match=prefix + r"allows 1073741824 bytes \(1024 MiB\) of swap"
+    ):
         runner.check_limits(condition, limits(swap=2**30), nr_periods=30)
-    with pytest.raises(runner.RunError, match=prefix + r"allows unlimited swap .*No swap limit support"):
+    with pytest.raises(
+        runner.RunError, match=prefix + r"allows unlimited swap .*No swap limit support"
+    ):
         runner.check_limits(condition, limits(swap=-1), nr_periods=30)
     with pytest.raises(runner.RunError, match=prefix + r"does not account swap .*swapaccount=1"):
         runner.check_limits(condition, limits(swap=None), nr_periods=30)
@@ -470,16 +690,22 @@ def test_every_refusal_of_the_read_back_says_what_was_found_and_what_to_do():
     condition = Condition("go", 0.25, 2048, 0, 0)
     messages = {
         None: "go_cpu0.25_mem2048_sc0_load00: expected a CPU limit of 0.25 vCPU on the task's cgroup, found no "
-              "cgroup limit files",
-        limits(memory=None): "go_cpu0.25_mem2048_sc0_load00: expected a memory limit of 2048 MiB (2147483648 bytes), "
-                             "the task's cgroup has no memory limit file",
-        limits(swap=None): "go_cpu0.25_mem2048_sc0_load00: expected no swap (memory + swap limited to the memory "
-                           "limit, 2147483648 bytes), the task's cgroup does not account swap (no "
-                           "memory.memsw.limit_in_bytes or memory.swap.max): the kernel cannot hold the task to no "
-                           "swap; enable swap accounting on the host (cgroup v1: boot with swapaccount=1) and rerun",
-        limits(swap=-1): "go_cpu0.25_mem2048_sc0_load00: expected no swap (memory + swap limited to the memory "
-                         "limit, 2147483648 bytes), the task's cgroup allows unlimited swap (the engine stores this "
-                         "too when the kernel cannot limit swap: `docker info` then warns \"No swap limit support\")",
+        "cgroup limit files",
+        limits(
+            memory=None
+        ): "go_cpu0.25_mem2048_sc0_load00: expected a memory limit of 2048 MiB (2147483648 bytes), "
+        "the task's cgroup has no memory limit file",
+        limits(
+            swap=None
+        ): "go_cpu0.25_mem2048_sc0_load00: expected no swap (memory + swap limited to the memory "
+        "limit, 2147483648 bytes), the task's cgroup does not account swap (no "
+        "memory.memsw.limit_in_bytes or memory.swap.max): the kernel cannot hold the task to no "
+        "swap; enable swap accounting on the host (cgroup v1: boot with swapaccount=1) and rerun",
+        limits(
+            swap=-1
+        ): "go_cpu0.25_mem2048_sc0_load00: expected no swap (memory + swap limited to the memory "
+        "limit, 2147483648 bytes), the task's cgroup allows unlimited swap (the engine stores this "
+        'too when the kernel cannot limit swap: `docker info` then warns "No swap limit support")',
     }
     for found, message in messages.items():
         with pytest.raises(runner.RunError) as err:
@@ -487,9 +713,11 @@ def test_every_refusal_of_the_read_back_says_what_was_found_and_what_to_do():
         assert str(err.value) == message
     with pytest.raises(runner.RunError) as err:
         runner.check_limits(condition, limits(), nr_periods=-2)
-    assert str(err.value) == ("go_cpu0.25_mem2048_sc0_load00: the task cgroup's nr_periods did not increase over the "
-                              "window (delta -2): its CPU counters are not the task's own (cgroup v2 without the cpu "
-                              "controller delegated to containers?); enable it and rerun")
+    assert str(err.value) == (
+        "go_cpu0.25_mem2048_sc0_load00: the task cgroup's nr_periods did not increase over the "
+        "window (delta -2): its CPU counters are not the task's own (cgroup v2 without the cpu "
+        "controller delegated to containers?); enable it and rerun"
+    )
     # A quota 0.2 % of a CPU off is another condition (the read-back tolerance is for rounding only).
     with pytest.raises(runner.RunError, match="= 0.252 vCPU"):
         runner.check_limits(condition, limits(quota=25200), nr_periods=30)
@@ -503,12 +731,16 @@ def test_limits_beyond_the_host_are_refused_and_the_host_itself_is_enough():
     runner.check_host_capacity(info, Condition("go", 2, 4096, 0, 0), "big", "ssh://me@big")
     with pytest.raises(runner.RunError) as err:
         runner.check_host_capacity(info, Condition("go", 2.5, 2048, 0, 0), "big", "ssh://me@big")
-    assert str(err.value) == ("go_cpu2.5_mem2048_sc0_load00: vcpu 2.5 is above the 2 CPUs of host 'big' "
-                              "(ssh://me@big); lower vcpu in config.yaml or measure on a larger host")
+    assert str(err.value) == (
+        "go_cpu2.5_mem2048_sc0_load00: vcpu 2.5 is above the 2 CPUs of host 'big' "
+        "(ssh://me@big); lower vcpu in config.yaml or measure on a larger host"
+    )
     with pytest.raises(runner.RunError) as err:
         runner.check_host_capacity(info, Condition("go", 1, 4097, 0, 0), "big", "ssh://me@big")
-    assert str(err.value) == ("go_cpu1_mem4097_sc0_load00: memory_mb 4097 is above the 4096 MiB of host 'big' "
-                              "(ssh://me@big); lower memory_mb in config.yaml or measure on a larger host")
+    assert str(err.value) == (
+        "go_cpu1_mem4097_sc0_load00: memory_mb 4097 is above the 4096 MiB of host 'big' "
+        "(ssh://me@big); lower memory_mb in config.yaml or measure on a larger host"
+    )
     # An engine that does not say what it has is not refused for it.
     runner.check_host_capacity({}, Condition("go", 64, 2**20, 0, 0), "far", "tcp://far:2376")
 
@@ -518,14 +750,21 @@ def test_failed_requests_are_counted_from_the_windows_deltas_not_the_totals():
     after = {"ActiveOpens": 1010, "AttemptFails": 103, "EstabResets": 44}
     failed, evidence = runner.count_failed(500, 2000, 2500, before, after)
     assert failed == 3 + 2
-    assert evidence == {"served_not_recorded": 0, "tcp_attempt_fails": 3, "tcp_estab_resets": 4,
-                        "tcp_reset_connections": 2, "tcp_active_opens": 10}
+    assert evidence == {
+        "served_not_recorded": 0,
+        "tcp_attempt_fails": 3,
+        "tcp_estab_resets": 4,
+        "tcp_reset_connections": 2,
+        "tcp_active_opens": 10,
+    }
     # The larger source wins: 7 answers hey has no row for beat 5 refused or reset.
     assert runner.count_failed(500, 2000, 2507, before, after)[0] == 7
     with pytest.raises(runner.RunError) as err:
         runner.count_failed(500, 2000, 2499, before, after)
-    assert str(err.value) == ("the app's /stats served count rose by 499 but hey recorded 500 responses: the app "
-                              "restarted or /stats does not count /work responses")
+    assert str(err.value) == (
+        "the app's /stats served count rose by 499 but hey recorded 500 responses: the app "
+        "restarted or /stats does not count /work responses"
+    )
 
 
 def test_tcp_counters_by_name_and_a_namespace_without_them():
@@ -537,55 +776,90 @@ def test_tcp_counters_by_name_and_a_namespace_without_them():
 
 def test_the_apps_served_count_and_tcp_counters_come_from_one_probe():
     snmp = (FIXTURES / "snmp-before.txt").read_text()
-    counters, served = runner.parse_netns_probe(f"{snmp}@@stats\n{{\"served\": 1234}}\n")
+    counters, served = runner.parse_netns_probe(f'{snmp}@@stats\n{{"served": 1234}}\n')
     assert served == 1234 and counters == tcp("snmp-before.txt")
     for answer in ("curl: (7) Failed to connect", '{"count": 3}', '["served"]'):
         with pytest.raises(runner.RunError) as err:
             runner.parse_netns_probe(f"{snmp}@@stats\n{answer}\n")
-        assert str(err.value) == f"the app's /stats did not answer {{\"served\": N}}: {answer!r}"
+        assert str(err.value) == f'the app\'s /stats did not answer {{"served": N}}: {answer!r}'
 
 
 def test_the_role_whose_process_is_gone_or_replaced_is_named():
     def snapshot(processes):
         line = "{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 1 0 0 0 20 0 1 0 {start} 0 0"
-        return runner.cgroup.TaskSnapshot(counters=None, roles={"app": 10, "proxy": 11, "agent": 12}, clk_tck=100,
-                                          processes=tuple(runner.cgroup.parse_proc_stat(line.format(pid=pid, start=start))
-                                                          for pid, start in processes))
+        return runner.cgroup.TaskSnapshot(
+            counters=None,
+            roles={"app": 10, "proxy": 11, "agent": 12},
+            clk_tck=100,
+            processes=tuple(
+                runner.cgroup.parse_proc_stat(line.format(pid=pid, start=start))
+                for pid, start in processes
+            ),
+        )
 
     before = snapshot([(10, 500), (11, 501), (12, 502)])
     nobody = {"role": None, "pid": None, "exit_status": None, "signal": None}
-    assert runner._role_gone(before, snapshot([(10, 500), (11, 501), (12, 502), (13, 900)])) == nobody
-    assert runner._role_gone(before, snapshot([(10, 500), (12, 502)])) == {**nobody, "role": "proxy", "pid": 11}
+    assert (
+        runner._role_gone(before, snapshot([(10, 500), (11, 501), (12, 502), (13, 900)])) == nobody
+    )
+    assert runner._role_gone(before, snapshot([(10, 500), (12, 502)])) == {
+        **nobody,
+        "role": "proxy",
+        "pid": 11,
+    }
     # The same pid started again later is another process.
-    assert runner._role_gone(before, snapshot([(10, 500), (11, 501), (12, 777)])) == {**nobody, "role": "agent",
-                                                                                      "pid": 12}
+    assert runner._role_gone(before, snapshot([(10, 500), (11, 501), (12, 777)])) == {
+        **nobody,
+        "role": "agent",
+        "pid": 12,
+    }
 
 
 def test_an_exit_status_above_128_is_a_signal_and_128_itself_is_not():
     line = "entrypoint: app (pid 7) exited with status {}; stopping the sidecars\n"
     assert runner.process_exit(line.format(129))["signal"] == "SIGHUP"
     assert runner.process_exit(line.format(128))["signal"] is None
-    assert runner.process_exit(line.format(128 + 70))["signal"] == "signal 70"  # no such signal: its number
-    assert runner.process_exit("no such line") == {"role": None, "pid": None, "exit_status": None, "signal": None}
-    assert runner.describe_exit(runner.process_exit("")) == ("the entrypoint logged no process exit (the whole task "
-                                                            "was killed)")
+    assert (
+        runner.process_exit(line.format(128 + 70))["signal"] == "signal 70"
+    )  # no such signal: its number
+    assert runner.process_exit("no such line") == {
+        "role": None,
+        "pid": None,
+        "exit_status": None,
+        "signal": None,
+    }
+    assert runner.describe_exit(runner.process_exit("")) == (
+        "the entrypoint logged no process exit (the whole task was killed)"
+    )
 
 
 def test_swap_is_checked_from_the_files_a_task_reads_on_either_hierarchy():
     condition = Condition("go", 0.25, 512, 0, 0)
-    v1 = {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "25000\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
-          "/sys/fs/cgroup/memory/memory.limit_in_bytes": f"{512 * 2**20}\n"}
-    v2 = {"/sys/fs/cgroup/cpu.max": "25000 100000\n", "/sys/fs/cgroup/memory.max": f"{512 * 2**20}\n"}
+    v1 = {
+        "/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "25000\n",
+        "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes": f"{512 * 2**20}\n",
+    }
+    v2 = {
+        "/sys/fs/cgroup/cpu.max": "25000 100000\n",
+        "/sys/fs/cgroup/memory.max": f"{512 * 2**20}\n",
+    }
     # docker run --memory 512m --memory-swap 512m, as the runner starts the task.
-    for files in ({**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": f"{512 * 2**20}\n"},
-                  {**v2, "/sys/fs/cgroup/memory.swap.max": "0\n"}):
+    for files in (
+        {**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": f"{512 * 2**20}\n"},
+        {**v2, "/sys/fs/cgroup/memory.swap.max": "0\n"},
+    ):
         runner.check_limits(condition, runner.cgroup.parse_limits(files), nr_periods=30)
     # --memory-swap 1g: 512 MiB of swap; --memory-swap -1: unlimited; kernel without swap accounting: no file.
     refused = {
-        "allows 536870912 bytes": ({**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": f"{2**30}\n"},
-                                   {**v2, "/sys/fs/cgroup/memory.swap.max": f"{512 * 2**20}\n"}),
-        "allows unlimited swap": ({**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": "9223372036854771712\n"},
-                                  {**v2, "/sys/fs/cgroup/memory.swap.max": "max\n"}),
+        "allows 536870912 bytes": (
+            {**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": f"{2**30}\n"},
+            {**v2, "/sys/fs/cgroup/memory.swap.max": f"{512 * 2**20}\n"},
+        ),
+        "allows unlimited swap": (
+            {**v1, "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes": "9223372036854771712\n"},
+            {**v2, "/sys/fs/cgroup/memory.swap.max": "max\n"},
+        ),
         "does not account swap": (v1, v2),
     }
     for message, cases in refused.items():
@@ -599,26 +873,49 @@ def test_swap_from_the_engine_when_no_cgroup_file_is_readable():
     # Docker's MemorySwap is memory + swap: equal to Memory is no swap; -1 unlimited (also stored when the kernel
     # cannot limit swap); a memory limit without --memory-swap is stored as twice the memory.
     for memory_swap, swap in ((512 * mib, 0), (512 * mib + 4096, 4096), (-1, -1), (0, 512 * mib)):
-        applied = runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "Memory": 512 * mib,
-                                                         "MemorySwap": memory_swap})
+        applied = runner.cgroup.limits_from_host_config(
+            {"NanoCpus": 250_000_000, "Memory": 512 * mib, "MemorySwap": memory_swap}
+        )
         assert applied.swap_limit_bytes == swap, memory_swap
     # No memory limit: nothing to say about swap.
-    assert runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "MemorySwap": -1}).swap_limit_bytes is None
+    assert (
+        runner.cgroup.limits_from_host_config(
+            {"NanoCpus": 250_000_000, "MemorySwap": -1}
+        ).swap_limit_bytes
+        is None
+    )
 
 
 def test_limits_from_the_engine_when_no_cgroup_file_is_readable():
-    applied = runner.cgroup.limits_from_host_config({"NanoCpus": 250_000_000, "CpuPeriod": 0, "CpuQuota": 0,
-                                                     "Memory": 2048 * 2**20, "MemorySwap": 2048 * 2**20})
-    assert applied.as_dict() == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
-                                 "memory_limit_bytes": 2048 * 2**20, "swap_limit_bytes": 0, "cpu_burst_us": None,
-                                 "cpu_shares": None, "cpu_weight": None, "cpuset_cpus": None}
+    applied = runner.cgroup.limits_from_host_config(
+        {
+            "NanoCpus": 250_000_000,
+            "CpuPeriod": 0,
+            "CpuQuota": 0,
+            "Memory": 2048 * 2**20,
+            "MemorySwap": 2048 * 2**20,
+        }
+    )
+    assert applied.as_dict() == {
+        "cpu_quota_us": 25000,
+        "cpu_period_us": 100000,
+        "vcpu": 0.25,
+        "memory_limit_bytes": 2048 * 2**20,
+        "swap_limit_bytes": 0,
+        "cpu_burst_us": None,
+        "cpu_shares": None,
+        "cpu_weight": None,
+        "cpuset_cpus": None,
+    }
 
 
 def test_the_load_generator_exits_on_its_own_after_every_step_could_have_ended():
     # A killed workflow cannot remove it; `sleep infinity` kept it (and the task's namespace) for ever.
     def deadline(**settings) -> int:
         load = LoadSettings(**{"duration_s": 30, "warmup_s": 5, "ready_timeout_s": 120, **settings})
-        return runner.Measurement(None, Condition("go", 1, 2048, 0, 0), load, None, None, "run").loadgen_deadline_s()
+        return runner.Measurement(
+            None, Condition("go", 1, 2048, 0, 0), load, None, None, "run"
+        ).loadgen_deadline_s()
 
     # It outlives the longest run: the whole ready timeout, then the warm-up and the window, each hey run
     # until it is killed (HEY_GRACE_S past its duration); and not much longer: within 5 minutes of that.
@@ -626,17 +923,33 @@ def test_the_load_generator_exits_on_its_own_after_every_step_could_have_ended()
     assert longest < deadline() <= longest + 300
     # Every second a step may take is a second more.
     for setting in ("duration_s", "warmup_s", "ready_timeout_s"):
-        assert deadline(**{setting: {"duration_s": 31, "warmup_s": 6, "ready_timeout_s": 121}[setting]}) == deadline() + 1
+        assert (
+            deadline(
+                **{setting: {"duration_s": 31, "warmup_s": 6, "ready_timeout_s": 121}[setting]}
+            )
+            == deadline() + 1
+        )
     # The task outlives the load generator, which runs in its network namespace.
-    measurement = runner.Measurement(None, Condition("go", 1, 2048, 0, 0), LoadSettings(), None, None, "run")
+    measurement = runner.Measurement(
+        None, Condition("go", 1, 2048, 0, 0), LoadSettings(), None, None, "run"
+    )
     assert measurement.task_deadline_s() > measurement.loadgen_deadline_s()
 
 
 def test_repeat_must_be_a_whole_number_from_one(tmp_path):
     for bad in (0, 1.0, True):
-        with pytest.raises(runner.RunError, match=rf"go_cpu1_mem2048_sc0_load00: repeat {bad!r} is not"):
-            runner.run_condition(None, Condition("go", 1, 2048, 0, 0), LoadSettings(), "t", "l",
-                                 tmp_path / "x.parquet", repeat=bad)
+        with pytest.raises(
+            runner.RunError, match=rf"go_cpu1_mem2048_sc0_load00: repeat {bad!r} is not"
+        ):
+            runner.run_condition(
+                None,
+                Condition("go", 1, 2048, 0, 0),
+                LoadSettings(),
+                "t",
+                "l",
+                tmp_path / "x.parquet",
+                repeat=bad,
+            )
 
 
 def test_fewer_answers_than_rows_means_the_app_restarted():
@@ -650,10 +963,18 @@ def test_progress_line_counts_existing_run_files_and_estimates_the_rest(tmp_path
     files[0].touch()
     files[2].touch()
     load = LoadSettings(duration_s=30)
-    line = job.progress_line("start", "go_x", "local", load,
-                                {"total": 4, "run_files": [str(f) for f in files], "overhead_s": 30})
+    line = job.progress_line(
+        "start",
+        "go_x",
+        "local",
+        load,
+        {"total": 4, "run_files": [str(f) for f in files], "overhead_s": 30},
+    )
     assert line == "sidecar-bench: start go_x rep 1 on local [2/4 done, ETA 2m]"
-    assert job.progress_line("done", "go_x", "h", load, None, repeat=3) == "sidecar-bench: done go_x rep 3 on h"
+    assert (
+        job.progress_line("done", "go_x", "h", load, None, repeat=3)
+        == "sidecar-bench: done go_x rep 3 on h"
+    )
 
 
 # ---- real engine ------------------------------------------------------------------------------
@@ -678,8 +999,15 @@ def engine():
 
 
 def leftovers(client, condition: Condition) -> list:
-    return client.containers.list(all=True, filters={"label": [f"{runner.PROJECT_LABEL}={runner.PROJECT}",
-                                                               f"{runner.CONDITION_LABEL}={condition.id}"]})
+    return client.containers.list(
+        all=True,
+        filters={
+            "label": [
+                f"{runner.PROJECT_LABEL}={runner.PROJECT}",
+                f"{runner.CONDITION_LABEL}={condition.id}",
+            ]
+        },
+    )
 
 
 # Memory sizes no experiment uses, so that concurrent runs of the real matrix are not mistaken for leftovers.
@@ -693,18 +1021,30 @@ def test_a_task_whose_cgroup_allows_swap_is_refused_naming_the_swap(client, engi
     base = image.ensure_base(client, "debian:bookworm-slim", "debootstrap")
     condition = Condition("go", 0.25, 2041, 0, 0)
     mib = 2**20
-    cases = {2041 * mib: None, 2041 * mib + 64 * mib: r"allows 67108864 bytes \(64 MiB\) of swap",
-             -1: "allows unlimited swap"}
+    cases = {
+        2041 * mib: None,
+        2041 * mib + 64 * mib: r"allows 67108864 bytes \(64 MiB\) of swap",
+        -1: "allows unlimited swap",
+    }
     for memswap, refusal in cases.items():
-        task = client.containers.run(base, ["sleep", "120"], detach=True, nano_cpus=250_000_000,
-                                     mem_limit=f"{2041 * mib}", memswap_limit=memswap, network_mode="none",
-                                     labels=runner.labels(condition, f"swap-test-{memswap}", "task"),
-                                     **runner.hardening(runner.TASK_TMPFS))
+        task = client.containers.run(
+            base,
+            ["sleep", "120"],
+            detach=True,
+            nano_cpus=250_000_000,
+            mem_limit=f"{2041 * mib}",
+            memswap_limit=memswap,
+            network_mode="none",
+            labels=runner.labels(condition, f"swap-test-{memswap}", "task"),
+            **runner.hardening(runner.TASK_TMPFS),
+        )
         try:
             snapshot = runner.exec_in(client, task.id, ["sh", "-c", runner.cgroup.SNAPSHOT_SCRIPT])
             task.reload()
-            read_back = {"cgroup": runner.cgroup.parse_snapshot(snapshot.stdout).limits,
-                         "engine": runner.cgroup.limits_from_host_config(task.attrs["HostConfig"])}
+            read_back = {
+                "cgroup": runner.cgroup.parse_snapshot(snapshot.stdout).limits,
+                "engine": runner.cgroup.limits_from_host_config(task.attrs["HostConfig"]),
+            }
         finally:
             task.remove(force=True)
         for source, limits in read_back.items():
@@ -712,8 +1052,11 @@ def test_a_task_whose_cgroup_allows_swap_is_refused_naming_the_swap(client, engi
                 runner.check_limits(condition, limits, nr_periods=1)
                 assert limits.swap_limit_bytes == 0, source
             else:
-                with pytest.raises(runner.RunError, match=rf"^go_cpu0.25_mem2041_sc0_load00: expected no swap "
-                                                          rf".*the task's cgroup {refusal}"):
+                with pytest.raises(
+                    runner.RunError,
+                    match=rf"^go_cpu0.25_mem2041_sc0_load00: expected no swap "
+                    rf".*the task's cgroup {refusal}",
+                ):
                     runner.check_limits(condition, limits, nr_periods=1)
     assert leftovers(client, condition) == []
 
@@ -723,8 +1066,15 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
     image_for(client, "sidecar-bench/task:go-sidecar")
     load = LoadSettings(duration_s=3, concurrency=10, ready_timeout_s=60)
     out = tmp_path / f"{GO_TEST.id}.parquet"
-    runner.run_condition(client, GO_TEST, load, "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest",
-                         out, "local")
+    runner.run_condition(
+        client,
+        GO_TEST,
+        load,
+        "sidecar-bench/task:go-sidecar",
+        "sidecar-bench/loadgen:latest",
+        out,
+        "local",
+    )
     frame, meta = record.read_run(out)
     assert len(frame) > 100 and frame["status_code"].eq(200).all()
     assert meta["requests"]["failed"] == 0 and meta["requests"]["rows"] == len(frame)
@@ -745,10 +1095,17 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
     assert env["cgroup_version"] == "1" and env["engine_id"] == client.info()["ID"]
     assert meta["window"]["wall_s"] >= 3
     assert meta["repeat"] == 1 and meta["format_version"] == 3 and meta["knobs"] == {}
-    assert meta["limits"] == {"cpu_quota_us": 25000, "cpu_period_us": 100000, "vcpu": 0.25,
-                              "memory_limit_bytes": 2040 * 2**20, "swap_limit_bytes": 0, "cpu_burst_us": 0,
-                              "cpu_shares": 1024, "cpu_weight": None,
-                              "cpuset_cpus": f"0-{client.info()['NCPU'] - 1}"}
+    assert meta["limits"] == {
+        "cpu_quota_us": 25000,
+        "cpu_period_us": 100000,
+        "vcpu": 0.25,
+        "memory_limit_bytes": 2040 * 2**20,
+        "swap_limit_bytes": 0,
+        "cpu_burst_us": 0,
+        "cpu_shares": 1024,
+        "cpu_weight": None,
+        "cpuset_cpus": f"0-{client.info()['NCPU'] - 1}",
+    }
     assert (cpu["nr_bursts"], cpu["burst_s"]) == (0, 0.0)
     host = meta["host"]
     assert host["cpus"] == client.info()["NCPU"] and 0 < host["busy_s"] <= host["total_s"]
@@ -767,12 +1124,22 @@ def test_the_cpu_window_closes_when_the_load_stops_however_many_rows(client, eng
     image_for(client, "sidecar-bench/task:go")
     condition = Condition("go", 2, 2043, 0, 0)
     out = tmp_path / "run.parquet"
-    runner.run_condition(client, condition, LoadSettings(duration_s=5, concurrency=10, ready_timeout_s=60),
-                         "sidecar-bench/task:go", "sidecar-bench/loadgen:latest", out, "local", repeat=2)
+    runner.run_condition(
+        client,
+        condition,
+        LoadSettings(duration_s=5, concurrency=10, ready_timeout_s=60),
+        "sidecar-bench/task:go",
+        "sidecar-bench/loadgen:latest",
+        out,
+        "local",
+        repeat=2,
+    )
     frame, meta = record.read_run(out)
     window, cpu = meta["window"], meta["cgroup"]
     assert len(frame) > 10_000, ("too few rows to see the CSV's cost", window, cpu)
-    assert window["load_s"] == pytest.approx((frame["offset_s"] + frame["response_time_s"]).max(), abs=1e-6)
+    assert window["load_s"] == pytest.approx(
+        (frame["offset_s"] + frame["response_time_s"]).max(), abs=1e-6
+    )
     # On the host's uptime clock (10 ms ticks): the CPU window ends within a CFS period or so of the load.
     assert -0.05 <= cpu["end_lag_s"] <= 0.2 and 0 <= cpu["start_lead_s"] <= 0.2, cpu
     assert cpu["wall_s"] - window["load_s"] < 0.3, (cpu, window)
@@ -788,8 +1155,15 @@ def test_cpu_burning_sidecars_get_most_of_their_load_under_throttling(client, en
     for burn in ("wall", "cpu"):
         out = tmp_path / f"{burn}.parquet"
         load = LoadSettings(duration_s=3, concurrency=10, ready_timeout_s=60, sidecar_burn=burn)
-        runner.run_condition(client, condition, load, "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest",
-                             out, "local")
+        runner.run_condition(
+            client,
+            condition,
+            load,
+            "sidecar-bench/task:go-sidecar",
+            "sidecar-bench/loadgen:latest",
+            out,
+            "local",
+        )
         meta = record.read_run_meta(out)
         sidecars = [p["cpu_s"] for p in meta["processes"] if p["role"] != "app"]
         share[burn] = 100 * sum(sidecars) / meta["cgroup"]["wall_s"]
@@ -808,10 +1182,19 @@ def test_app_killed_for_memory_fails_with_the_reason_and_leaves_nothing(client, 
     image_for(client, "sidecar-bench/task:go-sidecar")
     condition = Condition("go", 1, 12, 3, 5)
     out = tmp_path / "run.parquet"
-    with pytest.raises(runner.RunError, match=r"go_cpu1_mem12_sc3_load05: the app (exited|stopped during the measured "
-                                              r"window)\b.*OOM-killed True\). It was OOM-killed: raise memory_mb"):
-        runner.run_condition(client, condition, LoadSettings(duration_s=3, ready_timeout_s=30),
-                             "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest", out)
+    with pytest.raises(
+        runner.RunError,
+        match=r"go_cpu1_mem12_sc3_load05: the app (exited|stopped during the measured "
+        r"window)\b.*OOM-killed True\). It was OOM-killed: raise memory_mb",
+    ):
+        runner.run_condition(
+            client,
+            condition,
+            LoadSettings(duration_s=3, ready_timeout_s=30),
+            "sidecar-bench/task:go-sidecar",
+            "sidecar-bench/loadgen:latest",
+            out,
+        )
     assert not out.exists() and leftovers(client, condition) == []
 
 
@@ -819,11 +1202,22 @@ def test_app_killed_for_memory_fails_with_the_reason_and_leaves_nothing(client, 
 def test_unknown_app_type_fails_with_the_entrypoints_message(client, engine, tmp_path, monkeypatch):
     image_for(client, "sidecar-bench/task:go")
     condition = Condition("go", 0.5, 2041, 0, 0)
-    monkeypatch.setattr(measurement_module, "task_environment", lambda c, burn="wall": {"APP_TYPE": "cobol",
-                                                                     "SIDECAR_COUNT": "0", "SIDECAR_LOAD": "0"})
-    with pytest.raises(runner.RunError, match=r"(?s)go_cpu0.5_mem2041.*exit code 64.*APP_TYPE='cobol'"):
-        runner.run_condition(client, condition, LoadSettings(duration_s=3, ready_timeout_s=30),
-                             "sidecar-bench/task:go", "sidecar-bench/loadgen:latest", tmp_path / "run.parquet")
+    monkeypatch.setattr(
+        measurement_module,
+        "task_environment",
+        lambda c, burn="wall": {"APP_TYPE": "cobol", "SIDECAR_COUNT": "0", "SIDECAR_LOAD": "0"},
+    )
+    with pytest.raises(
+        runner.RunError, match=r"(?s)go_cpu0.5_mem2041.*exit code 64.*APP_TYPE='cobol'"
+    ):
+        runner.run_condition(
+            client,
+            condition,
+            LoadSettings(duration_s=3, ready_timeout_s=30),
+            "sidecar-bench/task:go",
+            "sidecar-bench/loadgen:latest",
+            tmp_path / "run.parquet",
+        )
     assert leftovers(client, condition) == []
 
 
@@ -838,11 +1232,21 @@ main(condition={condition!r}, load={load!r}, hosts=[{{"name": "local", "url": No
 
 def image_refs(client, tmp_path) -> dict:
     refs = {}
-    for part, tag, variant in (("task", "sidecar-bench/task:go-sidecar", "go-sidecar"),
-                               ("loadgen", "sidecar-bench/loadgen:latest", "loadgen")):
+    for part, tag, variant in (
+        ("task", "sidecar-bench/task:go-sidecar", "go-sidecar"),
+        ("loadgen", "sidecar-bench/loadgen:latest", "loadgen"),
+    ):
         path = tmp_path / f"{part}.json"
-        path.write_text(json.dumps({"variant": variant, "tag": tag, "inputs_digest": "test",
-                                    "hosts": {"local": image_for(client, tag).id}}))
+        path.write_text(
+            json.dumps(
+                {
+                    "variant": variant,
+                    "tag": tag,
+                    "inputs_digest": "test",
+                    "hosts": {"local": image_for(client, tag).id},
+                }
+            )
+        )
         refs[part] = str(path)
     return refs
 
@@ -852,10 +1256,17 @@ def image_refs(client, tmp_path) -> dict:
 def test_interrupted_run_leaves_no_file_and_no_container(client, tmp_path, signum):
     condition = Condition("go", 0.25, 2042, 1, 10)
     out, log = tmp_path / "run.parquet", tmp_path / "run.log"
-    script = DRIVER.format(log=str(log), condition=condition.as_dict(),
-                           load=LoadSettings(duration_s=30, ready_timeout_s=60).as_dict(),
-                           refs=image_refs(client, tmp_path), out=str(out), lock_dir=str(hosts.lock_dir()))
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    script = DRIVER.format(
+        log=str(log),
+        condition=condition.as_dict(),
+        load=LoadSettings(duration_s=30, ready_timeout_s=60).as_dict(),
+        refs=image_refs(client, tmp_path),
+        out=str(out),
+        lock_dir=str(hosts.lock_dir()),
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 60
     while "app ready" not in (log.read_text() if log.exists() else ""):
         assert process.poll() is None and time.monotonic() < deadline, log.read_text()
@@ -893,12 +1304,29 @@ def test_main_fails_naming_the_condition_when_no_host_answers(tmp_path):
     refs = {}
     for part in ("task", "loadgen"):
         refs[part] = tmp_path / f"{part}.json"
-        refs[part].write_text(json.dumps({"variant": "go", "tag": "t", "inputs_digest": "d",
-                                          "base_image": "debian:bookworm-slim", "hosts": {"other": "sha256:1"}}))
+        refs[part].write_text(
+            json.dumps(
+                {
+                    "variant": "go",
+                    "tag": "t",
+                    "inputs_digest": "d",
+                    "base_image": "debian:bookworm-slim",
+                    "hosts": {"other": "sha256:1"},
+                }
+            )
+        )
     unreachable = [{"name": "local", "url": "unix:///nonexistent/docker.sock"}]
-    with pytest.raises(runner.RunError, match=r"go_cpu1_mem2048_sc0_load00: no Docker host is reachable: local"):
-        job.main(Condition("go", 1, 2048, 0, 0).as_dict(), LoadSettings().as_dict(), unreachable,
-                 refs, str(tmp_path / "out.parquet"), str(tmp_path))
+    with pytest.raises(
+        runner.RunError, match=r"go_cpu1_mem2048_sc0_load00: no Docker host is reachable: local"
+    ):
+        job.main(
+            Condition("go", 1, 2048, 0, 0).as_dict(),
+            LoadSettings().as_dict(),
+            unreachable,
+            refs,
+            str(tmp_path / "out.parquet"),
+            str(tmp_path),
+        )
 
 
 @pytest.mark.docker
@@ -908,12 +1336,29 @@ def test_a_host_the_image_rule_did_not_see_gets_its_images_built(client, tmp_pat
     refs = {}
     for part, variant in (("task", "go"), ("loadgen", "loadgen")):
         refs[part] = tmp_path / f"{part}.json"
-        refs[part].write_text(json.dumps({"variant": variant, "tag": image.image_tag(variant), "inputs_digest": "d",
-                                          "base_image": "debian:bookworm-slim", "hosts": {"elsewhere": "sha256:0"}}))
+        refs[part].write_text(
+            json.dumps(
+                {
+                    "variant": variant,
+                    "tag": image.image_tag(variant),
+                    "inputs_digest": "d",
+                    "base_image": "debian:bookworm-slim",
+                    "hosts": {"elsewhere": "sha256:0"},
+                }
+            )
+        )
     out = tmp_path / "runs" / "go.parquet"
     condition = Condition("go", 1, 512, 0, 0)
-    job.main(condition.as_dict(), LoadSettings(duration_s=1, concurrency=2).as_dict(), [{"name": "local", "url": None}],
-             refs, str(out), str(hosts.lock_dir()), image_settings={"base_fallback": "debootstrap"}, repeat=3)
+    job.main(
+        condition.as_dict(),
+        LoadSettings(duration_s=1, concurrency=2).as_dict(),
+        [{"name": "local", "url": None}],
+        refs,
+        str(out),
+        str(hosts.lock_dir()),
+        image_settings={"base_fallback": "debootstrap"},
+        repeat=3,
+    )
     meta = record.read_run_meta(out)
     assert meta["environment"]["host_name"] == "local" and meta["repeat"] == 3
     assert meta["environment"]["image_id"] == client.images.get(image.image_tag("go")).id
@@ -922,9 +1367,17 @@ def test_a_host_the_image_rule_did_not_see_gets_its_images_built(client, tmp_pat
 @pytest.mark.docker
 def test_containers_of_a_run_that_died_are_removed_before_the_next(client, engine):
     # A run killed with SIGKILL cannot clean up; its task would burn CPU beside later runs.
-    labels = {runner.PROJECT_LABEL: runner.PROJECT, runner.CONDITION_LABEL: "go_cpu9_mem9_sc0_load00"}
-    stale = client.containers.run(image_for(client, "sidecar-bench/loadgen:latest").id, ["sleep", "300"],
-                                  detach=True, labels=labels, network_mode="none")
+    labels = {
+        runner.PROJECT_LABEL: runner.PROJECT,
+        runner.CONDITION_LABEL: "go_cpu9_mem9_sc0_load00",
+    }
+    stale = client.containers.run(
+        image_for(client, "sidecar-bench/loadgen:latest").id,
+        ["sleep", "300"],
+        detach=True,
+        labels=labels,
+        network_mode="none",
+    )
     try:
         assert stale.name in job.remove_stale_containers(client)
         assert not client.containers.list(all=True, filters={"id": stale.id})
@@ -939,8 +1392,12 @@ def run_watched(deadline_s: int, command: list[str], timeout_s: float = 10) -> t
     """The watcher as a container's entrypoint runs it (bash), its stdin held open as the runner's attach
     holds it: (exit status, seconds taken)."""
     started = time.monotonic()
-    process = subprocess.Popen(containers.watched(deadline_s, command), stdin=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        containers.watched(deadline_s, command),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         return process.wait(timeout=timeout_s), time.monotonic() - started
     finally:
@@ -960,8 +1417,12 @@ def test_the_watcher_returns_the_status_of_an_app_that_ends_at_once():
 def test_the_watcher_ends_the_app_at_its_deadline_and_when_its_stdin_closes():
     status, took = run_watched(1, ["sleep", "30"])
     assert status == 137 and 0.9 < took < 10
-    process = subprocess.Popen(containers.watched(30, ["sleep", "30"]), stdin=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        containers.watched(30, ["sleep", "30"]),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     process.stdin.close()  # the runner's attach gone
     assert process.wait(timeout=10) == 137
 
@@ -971,12 +1432,23 @@ def test_the_task_exits_on_its_own_after_its_deadline(client, engine):
     # The image's entrypoint runs under the watcher: should the runner's connection outlive the run (a
     # frozen runner), the app and its sidecars stop burning CPU once the run could no longer be going on.
     load = LoadSettings(duration_s=1, ready_timeout_s=30)
-    measurement = runner.Measurement(client, Condition("go", 0.5, 512, 1, 5), load,
-                                     image_for(client, "sidecar-bench/task:go-sidecar"),
-                                     image_for(client, "sidecar-bench/loadgen:latest"), "deadline-test")
+    measurement = runner.Measurement(
+        client,
+        Condition("go", 0.5, 512, 1, 5),
+        load,
+        image_for(client, "sidecar-bench/task:go-sidecar"),
+        image_for(client, "sidecar-bench/loadgen:latest"),
+        "deadline-test",
+    )
     assert measurement.task_deadline_s() > measurement.loadgen_deadline_s()
     entrypoint = measurement.task_entrypoint()
-    assert entrypoint[:5] == ["bash", "-c", runner.WATCH_SCRIPT, runner.WATCH_NAME, str(measurement.task_deadline_s())]
+    assert entrypoint[:5] == [
+        "bash",
+        "-c",
+        runner.WATCH_SCRIPT,
+        runner.WATCH_NAME,
+        str(measurement.task_deadline_s()),
+    ]
     assert entrypoint[5:] == measurement.task_image.attrs["Config"]["Entrypoint"]
     measurement.task_deadline_s = lambda: 3  # a short deadline for the test
     try:
@@ -985,7 +1457,12 @@ def test_the_task_exits_on_its_own_after_its_deadline(client, engine):
         assert measurement.task.wait(timeout=30)["StatusCode"] == 137  # killed by its deadline
     finally:
         measurement.remove()
-    assert client.containers.list(all=True, filters={"label": f"{runner.RUN_LABEL}={measurement.run_id}"}) == []
+    assert (
+        client.containers.list(
+            all=True, filters={"label": f"{runner.RUN_LABEL}={measurement.run_id}"}
+        )
+        == []
+    )
 
 
 # A runner that starts one run's containers, says so, and then waits to be killed.
@@ -1011,8 +1488,12 @@ def test_the_task_and_the_load_generator_stop_within_seconds_of_the_runners_kill
     task = image_for(client, "sidecar-bench/task:go-sidecar")
     loadgen = image_for(client, "sidecar-bench/loadgen:latest")
     run_id = f"kill-test-{time.time_ns()}"
-    process = subprocess.Popen([sys.executable, "-c", RUNNER_TO_KILL, task.id, loadgen.id, run_id],
-                               stdout=subprocess.PIPE, text=True, cwd=ROOT / "scripts")
+    process = subprocess.Popen(
+        [sys.executable, "-c", RUNNER_TO_KILL, task.id, loadgen.id, run_id],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT / "scripts",
+    )
     run_filter = {"label": f"{runner.RUN_LABEL}={run_id}"}
     try:
         assert process.stdout.readline().strip() == "ready"
@@ -1022,14 +1503,23 @@ def test_the_task_and_the_load_generator_stop_within_seconds_of_the_runners_kill
         process.wait(timeout=30)
         killed = time.monotonic()
         while client.containers.list(filters=run_filter):  # running ones only
-            assert time.monotonic() - killed < 15, "the task or the load generator outlived the runner"
+            assert time.monotonic() - killed < 15, (
+                "the task or the load generator outlived the runner"
+            )
             time.sleep(0.1)
         took = time.monotonic() - killed
-        logging.getLogger(__name__).warning("the containers stopped %.1f s after the runner's kill", took)
-        stopped = {c.labels[runner.PART_LABEL]: c.attrs["State"] for c in client.containers.list(all=True,
-                                                                                                 filters=run_filter)}
+        logging.getLogger(__name__).warning(
+            "the containers stopped %.1f s after the runner's kill", took
+        )
+        stopped = {
+            c.labels[runner.PART_LABEL]: c.attrs["State"]
+            for c in client.containers.list(all=True, filters=run_filter)
+        }
         # Ended by the watcher (PID 1 exits, the kernel kills the rest), not by their deadline.
-        assert {part: state["ExitCode"] for part, state in stopped.items()} == {"task": 137, "loadgen": 137}
+        assert {part: state["ExitCode"] for part, state in stopped.items()} == {
+            "task": 137,
+            "loadgen": 137,
+        }
     finally:
         if process.poll() is None:
             process.kill()

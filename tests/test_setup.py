@@ -31,11 +31,19 @@ def test_setup_names_what_it_cannot_install_with_the_command_that_installs_it(tm
             continue
         for name in os.listdir(folder):
             target = Path(folder) / name
-            if name in ("debootstrap", "apt-get") or (bin_dir / name).exists() or not os.access(target, os.X_OK):
+            if (
+                name in ("debootstrap", "apt-get")
+                or (bin_dir / name).exists()
+                or not os.access(target, os.X_OK)
+            ):
                 continue
             (bin_dir / name).symlink_to(target)
     env = {**os.environ, "PATH": str(bin_dir)}
-    done = subprocess.run(["bash", str(BENCH), "setup"], capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(
+        ["bash", str(BENCH), "setup"], capture_output=True, text=True, timeout=300, env=env
+    )
     assert done.returncode == 1, done.stderr
-    assert ("setup: error: 'debootstrap' is missing (makes base images where no registry can be reached). "
-            "Install it (Debian/Ubuntu: apt-get install debootstrap) and run this again.") in done.stderr, done.stderr
+    assert (
+        "setup: error: 'debootstrap' is missing (makes base images where no registry can be reached). "
+        "Install it (Debian/Ubuntu: apt-get install debootstrap) and run this again."
+    ) in done.stderr, done.stderr

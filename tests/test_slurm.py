@@ -44,7 +44,9 @@ CONDITIONS = {f"go_cpu0.5_mem{MEMORY_MB}_sc0_load00", f"go_cpu0.5_mem{MEMORY_MB}
 # Long enough that a measurement seen running is still running when the test presses Ctrl-C.
 DURATION_S = 8
 PROJECT_LABEL = "org.sidecar-bench.project=sidecar-bench"
-SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", re.M)
+SUBMITTED = re.compile(
+    r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", re.M
+)
 
 
 @pytest.fixture(scope="module")
@@ -60,25 +62,47 @@ def cluster():
 
 def slurm_config() -> dict:
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    config["sets"]["slurm_go"] = dict(app=["go"], vcpu=[0.5], memory_mb=[MEMORY_MB], sidecar_count=[0, 1],
-                                      sidecar_load_pct=[10])
-    config["presets"][PRESET] = {"sets": ["slurm_go"], "repeats": 1,
-                                 "load": {"duration_s": DURATION_S, "warmup_s": 0}}
+    config["sets"]["slurm_go"] = dict(
+        app=["go"], vcpu=[0.5], memory_mb=[MEMORY_MB], sidecar_count=[0, 1], sidecar_load_pct=[10]
+    )
+    config["presets"][PRESET] = {
+        "sets": ["slurm_go"],
+        "repeats": 1,
+        "load": {"duration_s": DURATION_S, "warmup_s": 0},
+    }
     return dict(preset=PRESET, presets=config["presets"], sets=config["sets"])
 
 
-def start_snakemake(project: Path, cluster: SlurmCluster, output: Path, *args: str) -> subprocess.Popen:
+def start_snakemake(
+    project: Path, cluster: SlurmCluster, output: Path, *args: str
+) -> subprocess.Popen:
     """snakemake with the SLURM profile, from the project directory (where jobs start too),
     in a process group of its own, so that a SIGINT to the group is a terminal's Ctrl-C."""
     with open(output, "w") as out:
         return subprocess.Popen(
-            [SNAKEMAKE, "--workflow-profile", "slurm",
-             "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2", *args],
-            cwd=project, env=cluster.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=as_from_a_terminal)
+            [
+                SNAKEMAKE,
+                "--workflow-profile",
+                "slurm",
+                "--slurm-status-command",
+                "squeue",
+                "--slurm-init-seconds-before-status-checks",
+                "2",
+                *args,
+            ],
+            cwd=project,
+            env=cluster.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=as_from_a_terminal,
+        )
 
 
-def run_snakemake(project: Path, cluster: SlurmCluster, output: Path, *args: str, timeout: float = 1500) -> str:
+def run_snakemake(
+    project: Path, cluster: SlurmCluster, output: Path, *args: str, timeout: float = 1500
+) -> str:
     proc = start_snakemake(project, cluster, output, *args)
     try:
         proc.wait(timeout=timeout)
@@ -108,8 +132,13 @@ def measured_files(project: Path, repeat: int | None = None) -> set[str]:
     """Run files of the matrix and of the calibration, relative to the project."""
     pattern = f"rep{repeat}.parquet" if repeat else "rep*.parquet"
     results = project / "results" / PRESET
-    return {str(p.relative_to(project)) for p in [*results.glob(f"runs/*/{pattern}"),
-                                                  *results.glob(f"calibration/runs/*/{pattern}")]}
+    return {
+        str(p.relative_to(project))
+        for p in [
+            *results.glob(f"runs/*/{pattern}"),
+            *results.glob(f"calibration/runs/*/{pattern}"),
+        ]
+    }
 
 
 def run_meta(path: Path) -> dict:
@@ -124,9 +153,12 @@ def our_containers(before: set[str]) -> list[dict]:
     """Containers of this module's conditions (and their calibrations) not there before, as
     the engine lists them ({Id, Names, Labels, State, ...}; listing only, as they come and go)."""
     listed = docker.from_env().api.containers(all=True, filters={"label": PROJECT_LABEL})
-    return [c for c in listed
-            if f"_mem{MEMORY_MB}_" in (c.get("Labels") or {}).get("org.sidecar-bench.condition", "")
-            and c["Id"] not in before]
+    return [
+        c
+        for c in listed
+        if f"_mem{MEMORY_MB}_" in (c.get("Labels") or {}).get("org.sidecar-bench.condition", "")
+        and c["Id"] not in before
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -143,14 +175,20 @@ def test_every_measurement_ran_as_a_slurm_job_on_a_whole_node_one_at_a_time(clus
     jobs = submissions(project, output)
     records = cluster.finished_jobs()
     measured = measured_files(project)
-    assert {Path(f).parent.name for f in measured if "/runs/" in f and "calibration" not in f} == CONDITIONS
+    assert {
+        Path(f).parent.name for f in measured if "/runs/" in f and "calibration" not in f
+    } == CONDITIONS
 
     # Every run file, of the matrix and of the calibration, was made by one SLURM job.
     made_by = {job["output"]: job_id for job_id, job in jobs.items()}
     assert measured <= set(made_by), (measured - set(made_by), output[-4000:])
     assert {jobs[made_by[f]]["rule"] for f in measured} <= {"run_condition", "run_calibration"}
     # The analysis ran where snakemake runs: no SLURM job for it.
-    assert not {job["rule"] for job in jobs.values()} & {"aggregate_runs", "make_tables", "plot_charts"}
+    assert not {job["rule"] for job in jobs.values()} & {
+        "aggregate_runs",
+        "make_tables",
+        "plot_charts",
+    }
     assert "localrule aggregate_runs" in output
 
     # SLURM's records: each job completed on this node with the whole node allocated
@@ -171,7 +209,9 @@ def test_every_measurement_ran_as_a_slurm_job_on_a_whole_node_one_at_a_time(clus
         meta = run_meta(project / path)
         record = records[made_by[path]]
         env = meta["environment"]
-        assert record.start_s <= epoch(env["run_start"]) < epoch(env["run_end"]) <= record.end_s + 1, (path, record)
+        assert (
+            record.start_s <= epoch(env["run_start"]) < epoch(env["run_end"]) <= record.end_s + 1
+        ), (path, record)
 
 
 def test_run_files_summary_and_charts_are_complete(finished):
@@ -191,7 +231,9 @@ def test_run_files_summary_and_charts_are_complete(finished):
     assert {".png", ".svg", ".html"} <= {p.suffix for p in (results / "charts").iterdir()}
 
 
-def test_ctrl_c_cancels_the_running_slurm_job_and_a_rerun_measures_only_what_is_missing(cluster, finished, tmp_path):
+def test_ctrl_c_cancels_the_running_slurm_job_and_a_rerun_measures_only_what_is_missing(
+    cluster, finished, tmp_path
+):
     project, _ = finished
     first = measured_files(project, repeat=1)
     wanted = {f.replace("rep1.parquet", "rep2.parquet") for f in first}
@@ -206,11 +248,17 @@ def test_ctrl_c_cancels_the_running_slurm_job_and_a_rerun_measures_only_what_is_
         running, slurm_running = [], []
         while time.monotonic() < deadline and proc.poll() is None:
             landed = measured_files(project, repeat=2)
-            running = [c for c in our_containers(before)
-                       if c["Labels"].get("org.sidecar-bench.part") == "task" and c["State"] == "running"
-                       and not any(f"/{c['Labels']['org.sidecar-bench.condition']}/" in f for f in landed)]
+            running = [
+                c
+                for c in our_containers(before)
+                if c["Labels"].get("org.sidecar-bench.part") == "task"
+                and c["State"] == "running"
+                and not any(f"/{c['Labels']['org.sidecar-bench.condition']}/" in f for f in landed)
+            ]
             if landed and running:
-                slurm_running = [j for j, state in cluster.job_states().items() if state == "RUNNING"]
+                slurm_running = [
+                    j for j, state in cluster.job_states().items() if state == "RUNNING"
+                ]
                 if slurm_running:
                     break
             time.sleep(0.2)
@@ -245,8 +293,12 @@ def test_ctrl_c_cancels_the_running_slurm_job_and_a_rerun_measures_only_what_is_
     slurm_log = Path(submissions(project, output)[job_id]["log"]).read_text()
     assert f"*** JOB {job_id} ON {cluster.node} CANCELLED AT" in slurm_log, slurm_log[-3000:]
     assert "interrupted by SIGTERM" in slurm_log, slurm_log[-3000:]
-    run_log = next((project / "results" / PRESET / "logs").glob(f"*/{interrupted}/rep2.log")).read_text()
-    assert re.search(rf"removed container sidecar-bench-{re.escape(interrupted)}-\w+-task", run_log), run_log[-3000:]
+    run_log = next(
+        (project / "results" / PRESET / "logs").glob(f"*/{interrupted}/rep2.log")
+    ).read_text()
+    assert re.search(
+        rf"removed container sidecar-bench-{re.escape(interrupted)}-\w+-task", run_log
+    ), run_log[-3000:]
     assert [c["Names"] for c in our_containers(before)] == []
     assert not list((project / "results").rglob(f"{interrupted}/rep2.parquet*"))
 
@@ -257,12 +309,19 @@ def test_ctrl_c_cancels_the_running_slurm_job_and_a_rerun_measures_only_what_is_
     missing = wanted - landed
     assert missing and landed
     kept = {f: (project / f).stat().st_mtime_ns for f in measured_files(project)}
-    plan = subprocess.run([SNAKEMAKE, "--workflow-profile", "slurm",
-                           "--dry-run", *targets, "--config", "repeats=2"],
-                          cwd=project, env=cluster.env, capture_output=True, text=True, timeout=300)
+    plan = subprocess.run(
+        [SNAKEMAKE, "--workflow-profile", "slurm", "--dry-run", *targets, "--config", "repeats=2"],
+        cwd=project,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     planned = set(re.findall(r"^\s+output: (\S+/rep\d+\.parquet)$", plan.stdout, re.M))
     assert planned == missing, plan.stdout[-4000:]
-    rerun = run_snakemake(project, cluster, tmp_path / "snakemake-3.out", *targets, "--config", "repeats=2")
+    rerun = run_snakemake(
+        project, cluster, tmp_path / "snakemake-3.out", *targets, "--config", "repeats=2"
+    )
     jobs = submissions(project, rerun)
     assert {job["output"] for job in jobs.values()} == missing
     assert {f: (project / f).stat().st_mtime_ns for f in kept} == kept

@@ -12,8 +12,15 @@ from sidecar_bench import record, reference
 from sidecar_bench.conditions import Condition
 from sidecar_bench.record import METADATA_KEY as META_KEY
 from sidecar_bench.runfile import RunFileError
-from sidecar_bench.stats import (CONDITION_COLUMNS, SUMMARY_COLUMNS, latency_stats, nearest_rank, summarise_conditions,
-                                 summarise_run, summarise_runs)
+from sidecar_bench.stats import (
+    CONDITION_COLUMNS,
+    SUMMARY_COLUMNS,
+    latency_stats,
+    nearest_rank,
+    summarise_conditions,
+    summarise_run,
+    summarise_runs,
+)
 from sidecar_bench.synthetic import run_path, write_run
 
 REFERENCE = Path(__file__).resolve().parents[1] / "workflow" / "reference" / "article-results.csv"
@@ -52,20 +59,37 @@ def test_summary_row_from_hand_made_run(tmp_path):
     times = [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.100, 0.0005, 0.0007]
     codes = [200] * 8 + [500, 503]
     path = write_run(
-        tmp_path / f"{condition.id}.parquet", condition, times, codes, wall_s=2.0,
+        tmp_path / f"{condition.id}.parquet",
+        condition,
+        times,
+        codes,
+        wall_s=2.0,
         meta_overrides={
             "requests": {"failed": 3},
-            "cgroup": {"nr_periods": 20, "nr_throttled": 5, "throttled_s": 0.5, "usage_s": 0.4,
-                       "period_us": 100000, "quota_us": 25000},
-            "processes": [{"role": "app", "target_pct": None, "cpu_s": 0.2},
-                          {"role": "proxy", "target_pct": 5.0, "cpu_s": 0.1},
-                          {"role": "agent", "target_pct": 5.0, "cpu_s": 0.12},
-                          {"role": "log_router", "target_pct": 5.0, "cpu_s": 0.08}],
+            "cgroup": {
+                "nr_periods": 20,
+                "nr_throttled": 5,
+                "throttled_s": 0.5,
+                "usage_s": 0.4,
+                "period_us": 100000,
+                "quota_us": 25000,
+            },
+            "processes": [
+                {"role": "app", "target_pct": None, "cpu_s": 0.2},
+                {"role": "proxy", "target_pct": 5.0, "cpu_s": 0.1},
+                {"role": "agent", "target_pct": 5.0, "cpu_s": 0.12},
+                {"role": "log_router", "target_pct": 5.0, "cpu_s": 0.08},
+            ],
         },
     )
     row = summarise_run(path)
     assert row["condition_id"] == "go_cpu0.25_mem2048_sc3_load05"
-    assert (row["app"], row["vcpu"], row["sidecar_count"], row["total_sidecar_load_pct"]) == ("go", 0.25, 3, 15.0)
+    assert (row["app"], row["vcpu"], row["sidecar_count"], row["total_sidecar_load_pct"]) == (
+        "go",
+        0.25,
+        3,
+        15.0,
+    )
     assert row["successful"] == 8 and row["non_2xx"] == 2 and row["failed"] == 3
     assert row["rps"] == pytest.approx(8 / 2.0)  # successful responses / window wall time
     assert row["errors"] == 5
@@ -90,14 +114,26 @@ def test_summary_row_from_hand_made_run(tmp_path):
 def _cpu_run(tmp_path, cgroup_wall_s):
     condition = Condition("go", 0.25, 2048, 3, 5)
     return write_run(
-        tmp_path / f"{condition.id}.parquet", condition, [0.001] * 8, wall_s=2.0,
+        tmp_path / f"{condition.id}.parquet",
+        condition,
+        [0.001] * 8,
+        wall_s=2.0,
         meta_overrides={
-            "cgroup": {"nr_periods": 25, "nr_throttled": 5, "throttled_s": 0.5, "usage_s": 0.4,
-                       "period_us": 100000, "quota_us": 25000, "wall_s": cgroup_wall_s},
-            "processes": [{"role": "app", "target_pct": None, "cpu_s": 0.2},
-                          {"role": "proxy", "target_pct": 5.0, "cpu_s": 0.1},
-                          {"role": "agent", "target_pct": 5.0, "cpu_s": 0.12},
-                          {"role": "log_router", "target_pct": 5.0, "cpu_s": 0.08}],
+            "cgroup": {
+                "nr_periods": 25,
+                "nr_throttled": 5,
+                "throttled_s": 0.5,
+                "usage_s": 0.4,
+                "period_us": 100000,
+                "quota_us": 25000,
+                "wall_s": cgroup_wall_s,
+            },
+            "processes": [
+                {"role": "app", "target_pct": None, "cpu_s": 0.2},
+                {"role": "proxy", "target_pct": 5.0, "cpu_s": 0.1},
+                {"role": "agent", "target_pct": 5.0, "cpu_s": 0.12},
+                {"role": "log_router", "target_pct": 5.0, "cpu_s": 0.08},
+            ],
         },
     )
 
@@ -166,7 +202,9 @@ def test_same_condition_twice_is_an_error(tmp_path):
 def test_unknown_format_version_is_refused_with_the_file_named(tmp_path):
     c = Condition("go", 1, 2048, 0, 0)
     path = write_run(tmp_path / f"{c.id}.parquet", c, [0.01], meta_overrides={"format_version": 99})
-    with pytest.raises(RunFileError, match=r"go_cpu1_mem2048_sc0_load00.parquet: .*format_version (is )?99"):
+    with pytest.raises(
+        RunFileError, match=r"go_cpu1_mem2048_sc0_load00.parquet: .*format_version (is )?99"
+    ):
         summarise_run(path)
 
 
@@ -181,10 +219,17 @@ def test_file_without_metadata_is_refused(tmp_path):
 
 # --- load window, tail shares, steady state, repetitions ------------------------------------------------
 
+
 def test_rps_divides_by_heys_load_window_and_cpu_by_the_cgroup_window(tmp_path):
     c = Condition("go", 0.5, 2048, 0, 0)
-    path = write_run(tmp_path / "run.parquet", c, [0.001] * 30, wall_s=3.4, load_s=3.0,
-                     meta_overrides={"cgroup": {"usage_s": 1.0, "wall_s": 3.2}})
+    path = write_run(
+        tmp_path / "run.parquet",
+        c,
+        [0.001] * 30,
+        wall_s=3.4,
+        load_s=3.0,
+        meta_overrides={"cgroup": {"usage_s": 1.0, "wall_s": 3.2}},
+    )
     row = summarise_run(path)
     assert row["load_s"] == pytest.approx(3.0) and row["wall_s"] == pytest.approx(3.4)
     assert row["rps"] == pytest.approx(10.0)  # 30 / window.load_s, not / wall_s
@@ -193,7 +238,9 @@ def test_rps_divides_by_heys_load_window_and_cpu_by_the_cgroup_window(tmp_path):
 
 def test_format_1_files_take_the_load_window_from_the_samples(tmp_path):
     c = Condition("go", 0.5, 2048, 0, 0)
-    path = write_run(tmp_path / "run.parquet", c, [0.010, 0.020, 0.500], offset_s=[0.0, 1.0, 1.5], wall_s=2.5)
+    path = write_run(
+        tmp_path / "run.parquet", c, [0.010, 0.020, 0.500], offset_s=[0.0, 1.0, 1.5], wall_s=2.5
+    )
     table = pq.read_table(path)
     meta = json.loads(table.schema.metadata[META_KEY])
     del meta["window"]["load_s"], meta["repeat"]
@@ -212,7 +259,13 @@ def test_tail_shares_are_responses_slower_than_whole_periods(tmp_path):
     assert row["slow_1p_share"] == pytest.approx(0.3)
     assert row["slow_2p_share"] == pytest.approx(0.2)
     assert row["slow_3p_share"] == pytest.approx(0.1)
-    fifty = write_run(tmp_path / "t50.parquet", c, times, wall_s=5.0, meta_overrides={"cgroup": {"period_us": 50000}})
+    fifty = write_run(
+        tmp_path / "t50.parquet",
+        c,
+        times,
+        wall_s=5.0,
+        meta_overrides={"cgroup": {"period_us": 50000}},
+    )
     row = summarise_run(fifty)  # periods of 50 ms: > 50 ms and > 150 ms
     assert (row["slow_1p_share"], row["slow_3p_share"]) == pytest.approx((0.4, 0.2))
 
@@ -233,21 +286,38 @@ def test_thirds_and_steady_state_by_request_start(tmp_path):
 
 def test_a_condition_is_the_mean_of_its_runs_with_a_t_interval_over_them(tmp_path):
     c = Condition("next", 0.5, 2048, 1, 5)
-    fast = write_run(run_path(tmp_path, c.id, 1), c, [0.002] * 90 + [0.150] * 10, wall_s=10.0, repeat=1,
-                     time_coverage=0.95)
-    slow = write_run(run_path(tmp_path, c.id, 2), c, [0.004] * 290 + [0.250] * 10, wall_s=10.0, repeat=2,
-                     time_coverage=0.95, meta_overrides={"requests": {"failed": 2}})
+    fast = write_run(
+        run_path(tmp_path, c.id, 1),
+        c,
+        [0.002] * 90 + [0.150] * 10,
+        wall_s=10.0,
+        repeat=1,
+        time_coverage=0.95,
+    )
+    slow = write_run(
+        run_path(tmp_path, c.id, 2),
+        c,
+        [0.004] * 290 + [0.250] * 10,
+        wall_s=10.0,
+        repeat=2,
+        time_coverage=0.95,
+        meta_overrides={"requests": {"failed": 2}},
+    )
     per_run = summarise_runs([slow, fast])
     assert list(per_run["repeat"]) == [1, 2]
     summary = summarise_conditions(per_run, resamples=200)
     assert list(summary.columns) == CONDITION_COLUMNS
     row = summary.iloc[0]
     assert row["repeats"] == 2 and row["interval_method"] == "t over runs"
-    assert row["rps"] == pytest.approx((10.0 + 30.0) / 2)  # the runs' RPS: 100 / 10 s and 300 / 10 s
+    assert row["rps"] == pytest.approx(
+        (10.0 + 30.0) / 2
+    )  # the runs' RPS: 100 / 10 s and 300 / 10 s
     assert row["p50_ms"] == pytest.approx(3.0)  # mean of 2 and 4 ms
     assert row["p99_ms"] == pytest.approx(200.0)  # mean of 150 and 250 ms
     assert row["slow_1p_share"] == pytest.approx((0.10 + 10 / 300) / 2)
-    assert row["mean_ms"] == pytest.approx((0.002 * 90 + 0.15 * 10 + 0.004 * 290 + 0.25 * 10) / 400 * 1000)
+    assert row["mean_ms"] == pytest.approx(
+        (0.002 * 90 + 0.15 * 10 + 0.004 * 290 + 0.25 * 10) / 400 * 1000
+    )
     assert row["max_ms"] == pytest.approx(250.0)
     assert row["failed"] == 2 and row["successful"] == 400
     # Two runs: mean +- t(0.975, 1) x s / sqrt(2) = 20 +- 12.706 x 14.142 / 1.414, clipped at 0.
@@ -261,8 +331,16 @@ def test_a_condition_is_the_mean_of_its_runs_with_a_t_interval_over_them(tmp_pat
 def test_the_summary_of_three_runs_needs_only_their_rows(tmp_path):
     # Published sets keep runs_summary.csv, not the run files: the summary must come out the same from it.
     c = Condition("go", 0.25, 2048, 3, 5)
-    runs = [write_run(run_path(tmp_path, c.id, r), c, [0.002] * (900 + 50 * r) + [0.105 + 0.04 * r] * 20,
-                      wall_s=10.0, repeat=r) for r in (1, 2, 3)]
+    runs = [
+        write_run(
+            run_path(tmp_path, c.id, r),
+            c,
+            [0.002] * (900 + 50 * r) + [0.105 + 0.04 * r] * 20,
+            wall_s=10.0,
+            repeat=r,
+        )
+        for r in (1, 2, 3)
+    ]
     per_run = summarise_runs(runs)
     direct = summarise_conditions(per_run).iloc[0]
     csv = tmp_path / "runs_summary.csv"
@@ -270,24 +348,44 @@ def test_the_summary_of_three_runs_needs_only_their_rows(tmp_path):
     for path in runs:
         path.unlink()
     import pandas as pd
+
     again = summarise_conditions(pd.read_csv(csv)).iloc[0]
-    for column in ("rps", "rps_lo", "rps_hi", "rps_cv", "p99_ms", "p99_ms_lo", "p99_ms_hi", "slow_1p_share_hi",
-                   "steady_rps", "mean_ms", "interval_method", "flags"):
-        assert again[column] == pytest.approx(direct[column], rel=1e-5) if isinstance(direct[column], float) \
+    for column in (
+        "rps",
+        "rps_lo",
+        "rps_hi",
+        "rps_cv",
+        "p99_ms",
+        "p99_ms_lo",
+        "p99_ms_hi",
+        "slow_1p_share_hi",
+        "steady_rps",
+        "mean_ms",
+        "interval_method",
+        "flags",
+    ):
+        assert (
+            again[column] == pytest.approx(direct[column], rel=1e-5)
+            if isinstance(direct[column], float)
             else again[column] == direct[column]
+        )
 
 
 def test_one_run_keeps_the_within_run_interval_and_says_so(tmp_path):
     c = Condition("go", 1, 2048, 0, 0)
     rng = np.random.default_rng(3)
-    path = write_run(run_path(tmp_path, c.id, 1), c, np.round(rng.lognormal(-6, 0.5, 2000), 4), wall_s=10.0)
+    path = write_run(
+        run_path(tmp_path, c.id, 1), c, np.round(rng.lognormal(-6, 0.5, 2000), 4), wall_s=10.0
+    )
     per_run = summarise_runs([path])
     row = summarise_conditions(per_run, resamples=200).iloc[0]
     assert row["interval_method"] == "within-run only"
     assert row["rps_lo"] < row["rps"] < row["rps_hi"] and np.isnan(row["rps_cv"])
     path.unlink()  # raw run gone: the value stays, the interval cannot be made
     gone = summarise_conditions(per_run, resamples=200).iloc[0]
-    assert gone["interval_method"] == "none" and gone["rps"] == row["rps"] and np.isnan(gone["rps_lo"])
+    assert (
+        gone["interval_method"] == "none" and gone["rps"] == row["rps"] and np.isnan(gone["rps_lo"])
+    )
 
 
 def test_the_same_repetition_twice_is_an_error(tmp_path):
@@ -300,13 +398,25 @@ def test_the_same_repetition_twice_is_an_error(tmp_path):
 
 def test_aggregation_writes_one_row_per_run_and_one_per_condition(tmp_path):
     c, d = Condition("go", 1, 2048, 0, 0), Condition("go", 2, 2048, 0, 0)
-    runs = [write_run(run_path(tmp_path / "runs", x.id, r), x, [0.001 * r] * 50, wall_s=5.0, repeat=r)
-            for x in (c, d) for r in (1, 2, 3)]
+    runs = [
+        write_run(run_path(tmp_path / "runs", x.id, r), x, [0.001 * r] * 50, wall_s=5.0, repeat=r)
+        for x in (c, d)
+        for r in (1, 2, 3)
+    ]
     out = {name: tmp_path / name for name in ("s.parquet", "s.csv", "r.parquet", "r.csv")}
-    aggregate_runs.main(runs=runs, summary_parquet=out["s.parquet"], summary_csv=out["s.csv"],
-                        runs_parquet=out["r.parquet"], runs_csv=out["r.csv"])
+    aggregate_runs.main(
+        runs=runs,
+        summary_parquet=out["s.parquet"],
+        summary_csv=out["s.csv"],
+        runs_parquet=out["r.parquet"],
+        runs_csv=out["r.csv"],
+    )
     import pandas as pd
-    per_run, summary = pd.read_parquet(out["r.parquet"]), pd.read_csv(out["s.csv"], keep_default_na=False)
+
+    per_run, summary = (
+        pd.read_parquet(out["r.parquet"]),
+        pd.read_csv(out["s.csv"], keep_default_na=False),
+    )
     assert len(per_run) == 6 and list(per_run["repeat"]) == [1, 2, 3, 1, 2, 3]
     assert list(summary["condition_id"]) == [c.id, d.id] and list(summary["repeats"]) == [3, 3]
     assert list(summary["p50_ms"]) == pytest.approx([2.0, 2.0])  # 1, 2, 3 ms pooled
@@ -315,19 +425,37 @@ def test_aggregation_writes_one_row_per_run_and_one_per_condition(tmp_path):
 
 def test_host_and_load_generator_cpu(tmp_path):
     c = Condition("go", 0.5, 2048, 0, 0)
-    row = summarise_run(write_run(tmp_path / "a.parquet", c, [0.001] * 10, wall_s=4.0, meta_overrides={
-        "cgroup": {"wall_s": 4.0}, "host": {"cpus": 2, "busy_s": 6.0, "total_s": 8.0}, "loadgen": {"cpu_s": 1.0}}))
-    assert row["host_busy_pct"] == pytest.approx(75.0) and row["loadgen_cpu_pct"] == pytest.approx(25.0)
+    row = summarise_run(
+        write_run(
+            tmp_path / "a.parquet",
+            c,
+            [0.001] * 10,
+            wall_s=4.0,
+            meta_overrides={
+                "cgroup": {"wall_s": 4.0},
+                "host": {"cpus": 2, "busy_s": 6.0, "total_s": 8.0},
+                "loadgen": {"cpu_s": 1.0},
+            },
+        )
+    )
+    assert row["host_busy_pct"] == pytest.approx(75.0) and row["loadgen_cpu_pct"] == pytest.approx(
+        25.0
+    )
     # An engine that hides the counters records null: unknown, not zero.
-    hidden = summarise_run(write_run(tmp_path / "b.parquet", c, [0.001] * 10, meta_overrides={
-        "host": None, "loadgen": None}))
+    hidden = summarise_run(
+        write_run(
+            tmp_path / "b.parquet", c, [0.001] * 10, meta_overrides={"host": None, "loadgen": None}
+        )
+    )
     assert np.isnan(hidden["host_busy_pct"]) and np.isnan(hidden["loadgen_cpu_pct"])
 
 
 def test_repetitions_under_different_load_settings_are_not_pooled(tmp_path):
     c = Condition("go", 1, 2048, 0, 0)
-    runs = [write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=wall, repeat=r)
-            for r, wall in ((1, 10.0), (2, 20.0))]
+    runs = [
+        write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=wall, repeat=r)
+        for r, wall in ((1, 10.0), (2, 20.0))
+    ]
     with pytest.raises(RunFileError, match="go_cpu1_mem2048_sc0_load00: .*different duration_s"):
         summarise_conditions(summarise_runs(runs))
 
@@ -342,12 +470,22 @@ def _drift_run(tmp_path, name, ramp, sliver_s, seed):
     offsets = np.concatenate([s + np.sort(rng.uniform(0, 1, n)) for s, n in enumerate(per_second)])
     times = np.full(len(offsets), 0.004)
     c = Condition("next", 0.5, 2048, 0, 0)
-    return summarise_run(write_run(tmp_path / f"{name}.parquet", c, times, offset_s=offsets, wall_s=10.0 + sliver_s,
-                                   load_s=10.0 + sliver_s))
+    return summarise_run(
+        write_run(
+            tmp_path / f"{name}.parquet",
+            c,
+            times,
+            offset_s=offsets,
+            wall_s=10.0 + sliver_s,
+            load_s=10.0 + sliver_s,
+        )
+    )
 
 
 @pytest.mark.parametrize("sliver_s", [0.002, 0.05, 0.3, 0.9])
-def test_the_drift_flag_fires_on_a_ramp_and_not_on_a_steady_run_whatever_the_drain(tmp_path, sliver_s):
+def test_the_drift_flag_fires_on_a_ramp_and_not_on_a_steady_run_whatever_the_drain(
+    tmp_path, sliver_s
+):
     steady = _drift_run(tmp_path, "steady", False, sliver_s, seed=1)
     ramp = _drift_run(tmp_path, "ramp", True, sliver_s, seed=2)
     assert "not_steady" in ramp["flags"].split(",")
@@ -355,26 +493,42 @@ def test_the_drift_flag_fires_on_a_ramp_and_not_on_a_steady_run_whatever_the_dra
     # Rates over whole seconds only: the drain sliver neither empties nor inflates a third or the steady rate.
     assert steady["last_third_rps"] == pytest.approx(500, rel=0.1)
     assert steady["steady_rps"] == pytest.approx(500, rel=0.05)
-    assert steady["thirds_diff_se_rps"] < 40  # per-second Poisson noise at 500/s over 3 s a third: about 18
+    assert (
+        steady["thirds_diff_se_rps"] < 40
+    )  # per-second Poisson noise at 500/s over 3 s a third: about 18
     assert ramp["last_third_rps"] / ramp["first_third_rps"] == pytest.approx(1.2, abs=0.06)
 
 
 def test_a_baseline_over_itself_is_exactly_one():
     from sidecar_bench.stats import condition_ratio
 
-    base = {"condition_id": "go_cpu0.25_mem2048_sc3_load00", "rps": 1000.0, "rps_runs": "900;1000;1100"}
+    base = {
+        "condition_id": "go_cpu0.25_mem2048_sc3_load00",
+        "rps": 1000.0,
+        "rps_runs": "900;1000;1100",
+    }
     same = condition_ratio(base, dict(base))
     assert (same.value, same.lo, same.hi) == (1.0, 1.0, 1.0)
     other = condition_ratio({**base, "condition_id": "go_cpu0.25_mem2048_sc3_load05"}, base)
-    assert other.lo < 1.0 < other.hi  # two conditions with the same runs still differ by their noise
+    assert (
+        other.lo < 1.0 < other.hi
+    )  # two conditions with the same runs still differ by their noise
 
 
 def _starts_per_second(tmp_path, name, counts, load_s):
     """A run whose second i has counts[i] requests started in it (1 ms each)."""
     offsets = np.concatenate([s + np.linspace(0.1, 0.9, n) for s, n in enumerate(counts)])
     c = Condition("go", 1, 2048, 0, 0)
-    return summarise_run(write_run(tmp_path / f"{name}.parquet", c, np.full(len(offsets), 0.001), offset_s=offsets,
-                                   wall_s=load_s, load_s=load_s))
+    return summarise_run(
+        write_run(
+            tmp_path / f"{name}.parquet",
+            c,
+            np.full(len(offsets), 0.001),
+            offset_s=offsets,
+            wall_s=load_s,
+            load_s=load_s,
+        )
+    )
 
 
 def test_the_thirds_standard_error_is_that_of_two_means_of_per_second_counts(tmp_path):
@@ -396,8 +550,16 @@ def test_a_window_under_three_seconds_has_no_thirds_and_under_one_a_steady_half_
     assert np.isnan(row["first_third_rps"]) and np.isnan(row["thirds_diff_se_rps"])
     assert row["steady_rps"] == pytest.approx(6 / 1.0)
     c = Condition("go", 1, 2048, 0, 0)
-    short = summarise_run(write_run(tmp_path / "short.parquet", c, np.full(5, 0.001),
-                                    offset_s=[0.1, 0.2, 0.5, 0.6, 0.7], wall_s=0.8, load_s=0.8))
+    short = summarise_run(
+        write_run(
+            tmp_path / "short.parquet",
+            c,
+            np.full(5, 0.001),
+            offset_s=[0.1, 0.2, 0.5, 0.6, 0.7],
+            wall_s=0.8,
+            load_s=0.8,
+        )
+    )
     assert short["steady_rps"] == pytest.approx(3 / 0.4)  # starts in 0.4-0.8 s
     assert "not_steady" not in short["flags"].split(",")
 
@@ -405,27 +567,53 @@ def test_a_window_under_three_seconds_has_no_thirds_and_under_one_a_steady_half_
 def test_a_condition_pools_its_runs_marks_peaks_and_counts(tmp_path):
     c = Condition("go", 0.5, 2048, 0, 0)
     # repeat, responses (1 ms apart in latency by run), cap reached, OOM-killed, restarts, peak MiB, host
-    specs = [(1, 100, 0.002, False, False, 0, 100, "a"), (2, 300, 0.004, True, False, 1, 300, "b"),
-             (3, 200, 0.003, False, True, 2, 200, "a")]
-    paths = [write_run(run_path(tmp_path, c.id, r), c, [latency] * n, wall_s=10.0, repeat=r, meta_overrides={
-        "requests": {"cap_reached": cap},
-        "container": {"oom_killed": oom, "restart_count": restarts, "peak_memory_bytes": peak * 2**20},
-        "environment": {"hostname": host}}) for r, n, latency, cap, oom, restarts, peak, host in specs]
+    specs = [
+        (1, 100, 0.002, False, False, 0, 100, "a"),
+        (2, 300, 0.004, True, False, 1, 300, "b"),
+        (3, 200, 0.003, False, True, 2, 200, "a"),
+    ]
+    paths = [
+        write_run(
+            run_path(tmp_path, c.id, r),
+            c,
+            [latency] * n,
+            wall_s=10.0,
+            repeat=r,
+            meta_overrides={
+                "requests": {"cap_reached": cap},
+                "container": {
+                    "oom_killed": oom,
+                    "restart_count": restarts,
+                    "peak_memory_bytes": peak * 2**20,
+                },
+                "environment": {"hostname": host},
+            },
+        )
+        for r, n, latency, cap, oom, restarts, peak, host in specs
+    ]
     per_run = summarise_runs(paths)
     row = summarise_conditions(per_run).iloc[0]
     assert row["cap_reached"] and row["oom_killed"]  # any run's
     assert {"cap_reached", "oom_or_restart"} <= set(row["flags"].split(","))
-    assert row["restart_count"] == 3 and row["peak_memory_mb"] == pytest.approx(300)  # summed; the highest
+    assert row["restart_count"] == 3 and row["peak_memory_mb"] == pytest.approx(
+        300
+    )  # summed; the highest
     assert row["max_ms"] == pytest.approx(4.0)
-    assert row["mean_ms"] == pytest.approx((100 * 2 + 300 * 4 + 200 * 3) / 600)  # over all responses
+    assert row["mean_ms"] == pytest.approx(
+        (100 * 2 + 300 * 4 + 200 * 3) / 600
+    )  # over all responses
     assert (row["successful"], row["responses"], row["errors"]) == (600, 600, 0)
     assert row["rps"] == pytest.approx(20.0) and row["rps_runs"] == "10;30;20"
     for column in ("steady_rps", "first_third_rps", "time_coverage", "task_cpu_pct"):
         assert row[column] == pytest.approx(per_run[column].mean())  # the runs' mean
     assert row["env_hostname"] == "a;b"
     # None of the runs capped or killed: neither is marked.
-    calm = summarise_conditions(per_run.assign(cap_reached=False, oom_killed=False, restart_count=0, flags="")).iloc[0]
-    assert not calm["cap_reached"] and not calm["oom_killed"] and "oom_or_restart" not in calm["flags"]
+    calm = summarise_conditions(
+        per_run.assign(cap_reached=False, oom_killed=False, restart_count=0, flags="")
+    ).iloc[0]
+    assert (
+        not calm["cap_reached"] and not calm["oom_killed"] and "oom_or_restart" not in calm["flags"]
+    )
     # As a CSV reads them back: "True" / "False".
     text = summarise_conditions(per_run.assign(cap_reached=["False", "True", "False"])).iloc[0]
     assert text["cap_reached"]
@@ -433,10 +621,14 @@ def test_a_condition_pools_its_runs_marks_peaks_and_counts(tmp_path):
 
 # --- the helpers behind the summaries: documented values, edge by edge -------------------------------------
 
+
 def test_a_successful_response_has_a_2xx_status(tmp_path):
     c = Condition("go", 1, 2048, 0, 0)
-    row = summarise_run(write_run(tmp_path / "codes.parquet", c, [0.001] * 6, [199, 200, 250, 299, 300, 404],
-                                  wall_s=1.0))
+    row = summarise_run(
+        write_run(
+            tmp_path / "codes.parquet", c, [0.001] * 6, [199, 200, 250, 299, 300, 404], wall_s=1.0
+        )
+    )
     assert (row["successful"], row["non_2xx"], row["errors"]) == (3, 3, 3)
     assert row["error_rate"] == pytest.approx(0.5) and row["rps"] == pytest.approx(3.0)
 
@@ -454,14 +646,22 @@ def test_whole_seconds_of_a_window():
     from sidecar_bench.stats import whole_seconds
 
     assert whole_seconds(9.9999999) == 10 and whole_seconds(9.99) == 9 and whole_seconds(1.0) == 1
-    assert [whole_seconds(v) for v in (0.5, 0.0, -3.0, float("nan"), float("inf"))] == [0, 0, 0, 0, 0]
+    assert [whole_seconds(v) for v in (0.5, 0.0, -3.0, float("nan"), float("inf"))] == [
+        0,
+        0,
+        0,
+        0,
+        0,
+    ]
 
 
 def test_per_run_values_are_written_and_read_back():
     from sidecar_bench.stats import join_run_values, run_values
 
     assert join_run_values([512.34567, float("nan"), 1e7, 30.0]) == "512.346;nan;1e+07;30"
-    assert list(run_values("10;nan;30")[[0, 2]]) == [10.0, 30.0] and np.isnan(run_values("10;nan;30")[1])
+    assert list(run_values("10;nan;30")[[0, 2]]) == [10.0, 30.0] and np.isnan(
+        run_values("10;nan;30")[1]
+    )
     for empty in (None, float("nan"), "", "  "):
         assert len(run_values(empty)) == 0
     with pytest.raises(ValueError, match=r"per-run values '1;x': not numbers joined by ';'"):
@@ -474,10 +674,17 @@ def test_ratios_of_summary_rows_use_their_runs_or_their_one_value():
     # Summaries from before the per-run columns: the value alone, no interval.
     old = condition_ratio({"condition_id": "a", "rps": 10.0}, {"condition_id": "b", "rps": 20.0})
     assert old.value == pytest.approx(0.5) and old.method == "single"
-    p99 = condition_ratio({"condition_id": "a", "p99_ms": 300.0, "p99_ms_runs": "200;450"},
-                          {"condition_id": "b", "p99_ms": 100.0, "p99_ms_runs": "100;100"}, metric="p99_ms")
-    assert p99.value == pytest.approx(3.0) and p99.method == "welch-log"  # geometric mean 300 over 100
-    same = condition_ratio({"condition_id": "a", "rps_runs": "1;2;3"}, {"condition_id": "a", "rps_runs": "1;2;3"})
+    p99 = condition_ratio(
+        {"condition_id": "a", "p99_ms": 300.0, "p99_ms_runs": "200;450"},
+        {"condition_id": "b", "p99_ms": 100.0, "p99_ms_runs": "100;100"},
+        metric="p99_ms",
+    )
+    assert (
+        p99.value == pytest.approx(3.0) and p99.method == "welch-log"
+    )  # geometric mean 300 over 100
+    same = condition_ratio(
+        {"condition_id": "a", "rps_runs": "1;2;3"}, {"condition_id": "a", "rps_runs": "1;2;3"}
+    )
     assert same.n == 3
     published = ratio_to_published({"rps": 10.0, "rps_runs": "10;40"}, 10)
     assert published.value == pytest.approx(2.0) and published.n == 2  # geometric mean 20 over 10
@@ -485,8 +692,12 @@ def test_ratios_of_summary_rows_use_their_runs_or_their_one_value():
 
 def test_a_share_interval_stays_within_0_and_1(tmp_path):
     c = Condition("go", 1, 2048, 0, 0)
-    runs = summarise_runs([write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=1.0, repeat=r)
-                           for r in (1, 2)])
+    runs = summarise_runs(
+        [
+            write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=1.0, repeat=r)
+            for r in (1, 2)
+        ]
+    )
     row = summarise_conditions(runs.assign(slow_1p_share=[0.9, 1.0], p99_ms=[1.0, 100.0])).iloc[0]
     assert row["slow_1p_share_hi"] == 1.0 and 0.0 < row["slow_1p_share_lo"] < 0.95
     assert row["p99_ms_lo"] == 0.0 and row["p99_ms_hi"] > 100.0
@@ -495,53 +706,108 @@ def test_a_share_interval_stays_within_0_and_1(tmp_path):
 def test_run_columns_from_the_files_limits_and_counters(tmp_path):
     c = Condition("go", 0.5, 1024, 3, 5)
     plain = summarise_run(write_run(tmp_path / "a.parquet", c, [0.001] * 10, wall_s=2.0))
-    assert (plain["memory_limit_mb"], plain["swap_limit_mb"], plain["limit_vcpu"]) == (1024.0, 0.0, 0.5)
+    assert (plain["memory_limit_mb"], plain["swap_limit_mb"], plain["limit_vcpu"]) == (
+        1024.0,
+        0.0,
+        0.5,
+    )
     assert (plain["host_cpus"], plain["exit_code"], plain["cgroup_source"]) == (2.0, 0, "cgroup-v1")
-    assert plain["peak_memory_mb"] == pytest.approx(150.0) and plain["window_start"].startswith("2025-01-01")
+    assert plain["peak_memory_mb"] == pytest.approx(150.0) and plain["window_start"].startswith(
+        "2025-01-01"
+    )
     assert np.isnan(plain["nr_bursts"]) and plain["load_model"] == "closed"
-    row = summarise_run(write_run(tmp_path / "b.parquet", c, [0.001] * 10, wall_s=2.0, meta_overrides={
-        "cgroup": {"period_us": None, "nr_bursts": 3, "burst_s": 0.25},
-        "container": {"peak_memory_bytes": None},
-        "processes": [{"role": "app", "target_pct": None, "cpu_s": 0.2},
-                      {"role": "proxy", "target_pct": 5.0, "cpu_s": 0.1},
-                      {"role": "agent", "target_pct": None, "cpu_s": 0.1}]}))
-    assert row["period_ms"] == 100.0 and np.isnan(row["quota_cpu_pct"])  # no period: 100 ms, quota unknown
+    row = summarise_run(
+        write_run(
+            tmp_path / "b.parquet",
+            c,
+            [0.001] * 10,
+            wall_s=2.0,
+            meta_overrides={
+                "cgroup": {"period_us": None, "nr_bursts": 3, "burst_s": 0.25},
+                "container": {"peak_memory_bytes": None},
+                "processes": [
+                    {"role": "app", "target_pct": None, "cpu_s": 0.2},
+                    {"role": "proxy", "target_pct": 5.0, "cpu_s": 0.1},
+                    {"role": "agent", "target_pct": None, "cpu_s": 0.1},
+                ],
+            },
+        )
+    )
+    assert row["period_ms"] == 100.0 and np.isnan(
+        row["quota_cpu_pct"]
+    )  # no period: 100 ms, quota unknown
     assert (row["nr_bursts"], row["burst_s"]) == (3.0, 0.25) and np.isnan(row["peak_memory_mb"])
     # Sidecars: used CPU of both that ran, target of the one that has one; no log router, no value.
-    assert row["sidecars_cpu_pct"] == pytest.approx(10.0) and row["sidecars_target_pct"] == pytest.approx(5.0)
+    assert row["sidecars_cpu_pct"] == pytest.approx(10.0) and row[
+        "sidecars_target_pct"
+    ] == pytest.approx(5.0)
     assert np.isnan(row["log_router_cpu_pct"]) and np.isnan(row["agent_cpu_vs_target"])
 
 
 def test_the_open_loop_columns_of_a_run_count_what_was_never_answered_as_slow():
     from sidecar_bench.stats import open_loop_columns
 
-    meta = {"condition": {"load_model": "open"}, "open_loop": {
-        "rate_per_s": 100.0, "rate_share": 0.5, "arrivals": "poisson", "capacity": {"rps_mean": 200.0},
-        "summary": {"scheduled": 1000, "late": 5, "dropped": 5, "sent_rate_per_s": 95.0}}}
+    meta = {
+        "condition": {"load_model": "open"},
+        "open_loop": {
+            "rate_per_s": 100.0,
+            "rate_share": 0.5,
+            "arrivals": "poisson",
+            "capacity": {"rps_mean": 200.0},
+            "summary": {"scheduled": 1000, "late": 5, "dropped": 5, "sent_rate_per_s": 95.0},
+        },
+    }
     ok = np.r_[np.full(8, 0.05), np.full(2, 0.15)]
     out = open_loop_columns(meta, ok, 100.0, failed=3)
     assert (out["load_model"], out["arrivals"]) == ("open", "poisson")
     assert (out["rate_share"], out["capacity_rps"]) == (0.5, 200.0)
-    assert out["not_on_time_share"] == pytest.approx(0.01) and out["rate_ratio"] == pytest.approx(0.95)
+    assert out["not_on_time_share"] == pytest.approx(0.01) and out["rate_ratio"] == pytest.approx(
+        0.95
+    )
     # 10 responses, 5 dropped, 3 failed: 2 slower than one period + 8 never answered, of 18.
-    assert out["slow_1p_share"] == pytest.approx(10 / 18) and out["slow_2p_share"] == pytest.approx(8 / 18)
-    assert (out["late"], out["dropped"], out["sent_rate_per_s"], out["rate_per_s"]) == (5.0, 5.0, 95.0, 100.0)
+    assert out["slow_1p_share"] == pytest.approx(10 / 18) and out["slow_2p_share"] == pytest.approx(
+        8 / 18
+    )
+    assert (out["late"], out["dropped"], out["sent_rate_per_s"], out["rate_per_s"]) == (
+        5.0,
+        5.0,
+        95.0,
+        100.0,
+    )
     no_drops = {"open_loop": {"summary": {"scheduled": 100, "late": 0}}}
     out = open_loop_columns(no_drops, ok, 100.0, failed=0)
     assert out["load_model"] == "open" and out["slow_1p_share"] == pytest.approx(0.2)
     assert np.isnan(open_loop_columns(no_drops, np.zeros(0), 100.0, failed=0)["slow_1p_share"])
     closed = open_loop_columns({"load": {"load_model": None}}, ok, 100.0, failed=0)
-    assert closed["load_model"] == "closed" and closed["arrivals"] is None and np.isnan(closed["late"])
+    assert (
+        closed["load_model"] == "closed" and closed["arrivals"] is None and np.isnan(closed["late"])
+    )
     assert "slow_1p_share" not in closed
 
 
 def test_a_condition_sums_and_averages_its_open_loop_columns(tmp_path):
     c = Condition("go", 1, 2048, 0, 0)
-    runs = summarise_runs([write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=1.0, repeat=r)
-                           for r in (1, 2)])
-    row = summarise_conditions(runs.assign(load_model="open", arrivals="poisson", late=[1.0, 2.0],
-                                           dropped=[0.0, 4.0], rate_ratio=[0.9, 1.0])).iloc[0]
-    assert (row["load_model"], row["arrivals"], row["late"], row["dropped"]) == ("open", "poisson", 3.0, 4.0)
+    runs = summarise_runs(
+        [
+            write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=1.0, repeat=r)
+            for r in (1, 2)
+        ]
+    )
+    row = summarise_conditions(
+        runs.assign(
+            load_model="open",
+            arrivals="poisson",
+            late=[1.0, 2.0],
+            dropped=[0.0, 4.0],
+            rate_ratio=[0.9, 1.0],
+        )
+    ).iloc[0]
+    assert (row["load_model"], row["arrivals"], row["late"], row["dropped"]) == (
+        "open",
+        "poisson",
+        3.0,
+        4.0,
+    )
     assert row["rate_ratio"] == pytest.approx(0.95) and np.isnan(row["capacity_rps"])
     closed = summarise_conditions(runs.assign(load_model=None)).iloc[0]
     assert closed["load_model"] == "closed" and np.isnan(closed["late"])
@@ -551,7 +817,12 @@ def test_environments_lists_each_distinct_one_once():
     import pandas as pd
     from sidecar_bench.stats import environments
 
-    summary = pd.DataFrame({"env_hostname": ["a", "a", "b", None, "c"], "env_kernel": ["6.1", "6.1", "6.1", None, None],
-                            "rps": [1, 2, 3, 4, 5]})
+    summary = pd.DataFrame(
+        {
+            "env_hostname": ["a", "a", "b", None, "c"],
+            "env_kernel": ["6.1", "6.1", "6.1", None, None],
+            "rps": [1, 2, 3, 4, 5],
+        }
+    )
     assert environments(summary).values.tolist() == [["a", "6.1"], ["b", "6.1"], ["c", "?"]]
     assert environments(summary.iloc[:0]).empty and environments(summary[["rps"]]).empty

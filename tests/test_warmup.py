@@ -20,7 +20,10 @@ def test_a_rising_rate_keeps_warming_and_a_flat_one_stops_after_min_s():
     rising = [40, 44, 48, 52, 56, 60, 64, 68]
     assert steady_check(bursts(rising), 8.0, SETTINGS) == (False, None)
     settled = [40, 50, 60, 60, 61, 60, 59, 60]
-    assert steady_check(bursts(settled[:7]), 7.0, SETTINGS) == (False, None)  # 60.3 after 56.7: +6.5 %
+    assert steady_check(bursts(settled[:7]), 7.0, SETTINGS) == (
+        False,
+        None,
+    )  # 60.3 after 56.7: +6.5 %
     stop, why = steady_check(bursts(settled), 8.0, SETTINGS)
     assert stop and why.startswith("steady: 59.7 RPS over the last 3 bursts, 60.3 before")
     # Flat from the start, but not before min_s.
@@ -39,7 +42,6 @@ def test_the_study_finds_when_a_series_stops_rising():
     assert rates_per_second([0.1, 0.5, 1.2, 2.9, 3.5], 3) == [2.0, 1.0, 1.0]
 
 
-
 def test_the_study_script_describes_a_series_and_keeps_each_cell_as_it_goes(tmp_path):
     import argparse
 
@@ -49,7 +51,9 @@ def test_the_study_script_describes_a_series_and_keeps_each_cell_as_it_goes(tmp_
     series = [30 + 3 * min(t, 12) for t in range(60)]  # rises for 12 s, then flat at 66
     row = warmup_study.describe(series, SETTINGS)
     assert row["rps_plateau"] == 66 and row["steady_s"] == 16.0
-    assert row["plateau_s"] == 13.0  # the 3 s mean of seconds 10-12 (63) first reaches 95 % of 66 (62.7)
+    assert (
+        row["plateau_s"] == 13.0
+    )  # the 3 s mean of seconds 10-12 (63) first reaches 95 % of 66 (62.7)
     assert row["rise_5_15_over_0_5"] == pytest.approx(57.6 / 36 - 1)  # seconds 5-14 over 0-4
     args = argparse.Namespace(seconds=60.0, preset="article")
     keys = {"condition_id": "go_x", "app": "go", "vcpu": 0.25, "sidecars": 0}
@@ -57,9 +61,15 @@ def test_the_study_script_describes_a_series_and_keeps_each_cell_as_it_goes(tmp_
     two = one + [{**r, "repeat": 2} for r in one]
     warmup_study.write_outputs(tmp_path, pd.DataFrame(one), args, SETTINGS, 10)
     table = warmup_study.write_outputs(tmp_path, pd.DataFrame(two), args, SETTINGS, 10)
-    assert len(table) == 2 and len(pd.read_csv(tmp_path / "rates.csv")) == 120  # replaced whole, not appended
+    assert (
+        len(table) == 2 and len(pd.read_csv(tmp_path / "rates.csv")) == 120
+    )  # replaced whole, not appended
     assert "fixed 15 s" in (tmp_path / "warmup-study.md").read_text()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["drift-by-warmup.csv", "rates.csv", "warmup-study.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "drift-by-warmup.csv",
+        "rates.csv",
+        "warmup-study.md",
+    ]
 
 
 def test_the_drift_rule_fires_on_a_window_left_rising_and_not_after_the_rise():
@@ -71,9 +81,23 @@ def test_the_drift_rule_fires_on_a_window_left_rising_and_not_after_the_rise():
     assert warmup_study.drift_after(rising, 5, 10)["drifted"]  # 52 against 64.7: +24 %
     after = warmup_study.drift_after(rising, 15, 10)
     assert not after["drifted"] and after["rise"] == 0
-    assert warmup_study.drift_after(rising, 55, 10) is None  # the series ends before the window does
-    frame = pd.DataFrame([{"condition_id": "n", "app": "next", "vcpu": 0.25, "sidecars": 0, "repeat": 1,
-                           "second": s, "rps": r} for s, r in enumerate(rising)])
+    assert (
+        warmup_study.drift_after(rising, 55, 10) is None
+    )  # the series ends before the window does
+    frame = pd.DataFrame(
+        [
+            {
+                "condition_id": "n",
+                "app": "next",
+                "vcpu": 0.25,
+                "sidecars": 0,
+                "repeat": 1,
+                "second": s,
+                "rps": r,
+            }
+            for s, r in enumerate(rising)
+        ]
+    )
     drift = warmup_study.drift_by_warmup(frame, 10, SETTINGS)
     verdict = dict(zip(drift["warmup"], drift["drifted"]))
     assert verdict["fixed 5 s"] and not verdict["fixed 15 s"] and not verdict["until_steady"]
@@ -83,16 +107,32 @@ def test_the_drift_rule_fires_on_a_window_left_rising_and_not_after_the_rise():
     assert of_plateau["fixed 5 s"] == pytest.approx(59 / 68) and of_plateau["fixed 15 s"] == 1
     summary = warmup_study.drift_summary(drift)
     assert summary.loc[summary["warmup"] == "fixed 0 s", "drifted"].item() == 1
-    assert list(summary["warmup"])[:2] == ["fixed 0 s", "fixed 5 s"] and "until_steady" in set(summary["warmup"])
+    assert list(summary["warmup"])[:2] == ["fixed 0 s", "fixed 5 s"] and "until_steady" in set(
+        summary["warmup"]
+    )
 
 
 def test_a_slow_ramp_passes_the_drift_rule_and_short_windows_but_not_long_windows():
     import pandas as pd
     import warmup_study
 
-    slow = [100 + t for t in range(60)]  # +1 % a second, never flat: what Next.js did here at 0.5 vCPU
-    frame = pd.DataFrame([{"condition_id": "n", "app": "next", "vcpu": 0.5, "sidecars": 0, "repeat": 1,
-                           "second": s, "rps": r} for s, r in enumerate(slow)])
+    slow = [
+        100 + t for t in range(60)
+    ]  # +1 % a second, never flat: what Next.js did here at 0.5 vCPU
+    frame = pd.DataFrame(
+        [
+            {
+                "condition_id": "n",
+                "app": "next",
+                "vcpu": 0.5,
+                "sidecars": 0,
+                "repeat": 1,
+                "second": s,
+                "rps": r,
+            }
+            for s, r in enumerate(slow)
+        ]
+    )
     drift = warmup_study.drift_by_warmup(frame, 10, SETTINGS).set_index("warmup")
     # 3 s windows: 104 after 101 (+3 %) is steady at once; the window after it is 26 % below the plateau, and the
     # drift rule (107 -> 114, +6.5 %) does not see it.
@@ -118,6 +158,7 @@ def test_a_warmup_per_app_changes_only_that_apps_runs_and_names_a_bad_key_or_val
         with pytest.raises(ConfigError, match=f"app_warmup_s.*{message}"):
             load_experiment(data)
 
+
 def config_with(warmup):
     data = yaml.safe_load((ROOT / "config.yaml").read_text())
     data["load"]["warmup"] = warmup
@@ -126,17 +167,36 @@ def config_with(warmup):
 
 def test_the_fixed_default_keeps_todays_rerun_trigger_and_until_steady_is_part_of_it():
     assert load_experiment(config_with({})).load.measured() == {
-        "duration_s": 10, "concurrency": 10, "warmup_s": 5, "sidecar_burn": "wall"}
+        "duration_s": 10,
+        "concurrency": 10,
+        "warmup_s": 5,
+        "sidecar_burn": "wall",
+    }
     steady = load_experiment(config_with({"mode": "until_steady", "max_s": 40})).load.measured()
-    assert steady["warmup"] == {"mode": "until_steady", "min_s": 5, "max_s": 40, "window_s": 3, "tolerance": 0.05}
+    assert steady["warmup"] == {
+        "mode": "until_steady",
+        "min_s": 5,
+        "max_s": 40,
+        "window_s": 3,
+        "tolerance": 0.05,
+    }
 
 
-@pytest.mark.parametrize("warmup, message", [
-    ({"mode": "steady"}, "config.yaml: load.warmup.mode: 'steady' is not one of ['fixed', 'until_steady']"),
-    ({"mode": "until_steady", "max_s": 2}, "config.yaml: load.warmup.max_s: 2 is below min_s 5"),
-    ({"window_s": 0.5}, "config.yaml: load.warmup.window_s: 0.5 is less than the minimum of 1"),
-    ({"tolerance": -1}, "config.yaml: load.warmup.tolerance: -1 is less than the minimum of 0"),
-])
+@pytest.mark.parametrize(
+    "warmup, message",
+    [
+        (
+            {"mode": "steady"},
+            "config.yaml: load.warmup.mode: 'steady' is not one of ['fixed', 'until_steady']",
+        ),
+        (
+            {"mode": "until_steady", "max_s": 2},
+            "config.yaml: load.warmup.max_s: 2 is below min_s 5",
+        ),
+        ({"window_s": 0.5}, "config.yaml: load.warmup.window_s: 0.5 is less than the minimum of 1"),
+        ({"tolerance": -1}, "config.yaml: load.warmup.tolerance: -1 is less than the minimum of 0"),
+    ],
+)
 def test_bad_warmup_settings_name_the_key_and_the_value(warmup, message):
     with pytest.raises(ConfigError) as raised:
         load_experiment(config_with(warmup))
@@ -154,10 +214,16 @@ def engine():
 
 @pytest.mark.docker
 def test_warmup_until_steady_runs_bursts_and_records_them(client, engine, tmp_path):
-    load = LoadSettings(duration_s=2, concurrency=10, ready_timeout_s=60,
-                        warmup={"mode": "until_steady", "min_s": 2, "max_s": 4, "window_s": 1, "tolerance": 0.05})
+    load = LoadSettings(
+        duration_s=2,
+        concurrency=10,
+        ready_timeout_s=60,
+        warmup={"mode": "until_steady", "min_s": 2, "max_s": 4, "window_s": 1, "tolerance": 0.05},
+    )
     out = tmp_path / "run.parquet"
-    runner.run_condition(client, GO_WARM, load, "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest", out)
+    runner.run_condition(
+        client, GO_WARM, load, "sidecar-bench/task:go-sidecar", "sidecar-bench/loadgen:latest", out
+    )
     frame, meta = record.read_run(out)
     warm = meta["warmup"]
     assert warm["mode"] == "until_steady" and meta["load"]["warmup"]["max_s"] == 4
@@ -174,10 +240,20 @@ def test_warmup_until_steady_runs_bursts_and_records_them(client, engine, tmp_pa
 def test_a_run_warms_up_for_its_apps_own_warmup_and_records_it(client, engine, tmp_path):
     # The experiment's settings with a warm-up for Go only: the run warms Go up for 2 s, not warmup_s's 0, and
     # records the warm-up it had (what its rerun trigger, get_load, says), not the per-app table.
-    load = LoadSettings(duration_s=2, concurrency=10, warmup_s=0, ready_timeout_s=60, app_warmup_s={"go": 2})
+    load = LoadSettings(
+        duration_s=2, concurrency=10, warmup_s=0, ready_timeout_s=60, app_warmup_s={"go": 2}
+    )
     out = tmp_path / "run.parquet"
-    runner.run_condition(client, GO_WARM, load.as_dict(), "sidecar-bench/task:go-sidecar",
-                         "sidecar-bench/loadgen:latest", out)
+    runner.run_condition(
+        client,
+        GO_WARM,
+        load.as_dict(),
+        "sidecar-bench/task:go-sidecar",
+        "sidecar-bench/loadgen:latest",
+        out,
+    )
     _, meta = record.read_run(out)
     assert meta["load"]["warmup_s"] == 2 and "app_warmup_s" not in meta["load"], meta["load"]
-    assert {key: meta["load"][key] for key in load.for_app("go").as_dict()} == load.for_app("go").as_dict()
+    assert {key: meta["load"][key] for key in load.for_app("go").as_dict()} == load.for_app(
+        "go"
+    ).as_dict()

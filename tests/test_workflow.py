@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from conftest import hold_engine
-from workflow_helpers import ROOT, SNAKEMAKE, copy_project, dry_run, pretend_finished, snakemake, write_config
+from workflow_helpers import (
+    ROOT,
+    SNAKEMAKE,
+    copy_project,
+    dry_run,
+    pretend_finished,
+    snakemake,
+    write_config,
+)
 
 
 @pytest.fixture()
@@ -40,9 +48,15 @@ def test_quick_preset_is_selected_from_the_command_line(quick_plan):
     }
     # The model's calibration: each app alone at the preset's vCPU and with no limit (all the CPUs).
     no_limit = f"{os.cpu_count() or 1:g}"
-    calibration = {f"{app}_cpu{vcpu}_mem2048_sc0_load00" for app in ("go", "next") for vcpu in ("0.25", no_limit)}
+    calibration = {
+        f"{app}_cpu{vcpu}_mem2048_sc0_load00"
+        for app in ("go", "next")
+        for vcpu in ("0.25", no_limit)
+    }
     assert plan.conditions == matrix | calibration
-    assert plan.jobs["run_condition"] == 2 * len(matrix) and plan.jobs["run_calibration"] == 2 * len(calibration)
+    assert plan.jobs["run_condition"] == 2 * len(matrix) and plan.jobs[
+        "run_calibration"
+    ] == 2 * len(calibration)
     assert "results/quick/summary.parquet" in plan.output
 
 
@@ -64,7 +78,9 @@ def test_bad_config_fails_before_any_container_starts(project):
         done = snakemake(project, "--config", "preset=quick", timeout=300)
         assert done.returncode != 0
         output = done.stdout + done.stderr
-        assert "config.yaml: sets.quick.vcpu[0]: 0 is less than or equal to the minimum of 0" in output
+        assert (
+            "config.yaml: sets.quick.vcpu[0]: 0 is less than or equal to the minimum of 0" in output
+        )
         assert {c.id for c in client.containers.list(all=True)} == before
     assert not (project / "results").exists()
 
@@ -73,12 +89,21 @@ def test_bad_config_fails_before_any_container_starts(project):
 def test_unknown_preset_names_the_value(project):
     done = snakemake(project, "--dry-run", "--config", "preset=huge")
     assert done.returncode != 0
-    assert "preset: 'huge' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, mitigations, openloop, proxy, quick, study-10s, study-10s-warm, study-30s, task)" in done.stdout + done.stderr
+    assert (
+        "preset: 'huge' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, mitigations, openloop, proxy, quick, study-10s, study-10s-warm, study-30s, task)"
+        in done.stdout + done.stderr
+    )
 
 
 @pytest.mark.workflow
 def test_slurm_profile_plans_the_same_jobs(project):
-    plan = dry_run(project, "--workflow-profile", str(project / "profiles" / "slurm"), "--config", "preset=quick")
+    plan = dry_run(
+        project,
+        "--workflow-profile",
+        str(project / "profiles" / "slurm"),
+        "--config",
+        "preset=quick",
+    )
     assert plan.returncode == 0, plan.output
     assert plan.jobs["run_condition"] == 8  # 4 conditions x 2 repetitions
 
@@ -128,14 +153,21 @@ def test_repeats_zero_names_the_key_and_the_value(project):
 # ---- the knobs against throttling: the rerun rule ---------------------------------------------------
 
 KNOB_SETS = {
-    "kt_article": {"app": ["go"], "vcpu": [0.25], "memory_mb": [2048], "sidecar_count": [3],
-                   "sidecar_load_pct": [5]},
+    "kt_article": {
+        "app": ["go"],
+        "vcpu": [0.25],
+        "memory_mb": [2048],
+        "sidecar_count": [3],
+        "sidecar_load_pct": [5],
+    },
 }
 ARTICLE_ID = "go_cpu0.25_mem2048_sc3_load05"
-STUB_RUN = ("from pathlib import Path\n"
-            "out = Path(snakemake.output.run)  # noqa: F821\n"
-            "out.parent.mkdir(parents=True, exist_ok=True)\n"
-            "out.write_text('stub')\n")
+STUB_RUN = (
+    "from pathlib import Path\n"
+    "out = Path(snakemake.output.run)  # noqa: F821\n"
+    "out.parent.mkdir(parents=True, exist_ok=True)\n"
+    "out.write_text('stub')\n"
+)
 
 
 def _knob_config(project, knob_set):
@@ -162,8 +194,15 @@ def stubbed_once(tmp_path_factory):
         (project / "results" / "images" / f"{variant}.json").write_text("{}")
     (project / "workflow" / "scripts" / "run_condition.py").write_text(STUB_RUN)
     _knob_config(project, {"cpu_period_ms": [20]})
-    done = snakemake(project, "--config", "preset=kt", "--allowed-rules", "run_condition", "--",
-                     *_run_files([ARTICLE_ID, ARTICLE_ID + "_period20ms"]))
+    done = snakemake(
+        project,
+        "--config",
+        "preset=kt",
+        "--allowed-rules",
+        "run_condition",
+        "--",
+        *_run_files([ARTICLE_ID, ARTICLE_ID + "_period20ms"]),
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return project
 
@@ -174,17 +213,26 @@ def stubbed(stubbed_once, tmp_path):
     return Path(shutil.copytree(stubbed_once, tmp_path / "stubbed", symlinks=True))
 
 
-@pytest.mark.parametrize("knob_set, new_ids", [
-    ({"cpu_period_ms": [20]}, set()),
-    ({"cpu_period_ms": [20, 5]}, {ARTICLE_ID + "_period5ms"}),
-    ({"cpu_period_ms": [20], "cpu_burst_pct": [50]}, {ARTICLE_ID + "_period20ms_burst50"}),
-    ({"cpu_period_ms": [100, 20]}, set()),  # 100 ms is the article's period: the article condition itself
-    ({"cpu_quota": [False], "cpuset": ["1"]}, {ARTICLE_ID + "_noquota_cpuset1"}),
-    ({"gomaxprocs": [1]}, {ARTICLE_ID + "_gomaxprocs1"}),
-    # The topology and the weights: only the conditions they change; the process topology's runs stay valid.
-    ({"topology": ["process", "task"]}, {ARTICLE_ID + "_task"}),
-    ({"topology": ["task"], "app_cpu_units": [1024, 2]}, {ARTICLE_ID + "_task_appcpu1024", ARTICLE_ID + "_task"}),
-])
+@pytest.mark.parametrize(
+    "knob_set, new_ids",
+    [
+        ({"cpu_period_ms": [20]}, set()),
+        ({"cpu_period_ms": [20, 5]}, {ARTICLE_ID + "_period5ms"}),
+        ({"cpu_period_ms": [20], "cpu_burst_pct": [50]}, {ARTICLE_ID + "_period20ms_burst50"}),
+        (
+            {"cpu_period_ms": [100, 20]},
+            set(),
+        ),  # 100 ms is the article's period: the article condition itself
+        ({"cpu_quota": [False], "cpuset": ["1"]}, {ARTICLE_ID + "_noquota_cpuset1"}),
+        ({"gomaxprocs": [1]}, {ARTICLE_ID + "_gomaxprocs1"}),
+        # The topology and the weights: only the conditions they change; the process topology's runs stay valid.
+        ({"topology": ["process", "task"]}, {ARTICLE_ID + "_task"}),
+        (
+            {"topology": ["task"], "app_cpu_units": [1024, 2]},
+            {ARTICLE_ID + "_task_appcpu1024", ARTICLE_ID + "_task"},
+        ),
+    ],
+)
 @pytest.mark.workflow
 def test_changing_a_knob_runs_only_the_conditions_it_changes(stubbed, knob_set, new_ids):
     _knob_config(stubbed, knob_set)
@@ -194,7 +242,9 @@ def test_changing_a_knob_runs_only_the_conditions_it_changes(stubbed, knob_set, 
     from sidecar_bench.experiment import load_experiment
 
     ids = [c.id for c in load_experiment({**config, "preset": "kt"}).conditions]
-    plan = dry_run(stubbed, "--config", "preset=kt", "--allowed-rules", "run_condition", "--", *_run_files(ids))
+    plan = dry_run(
+        stubbed, "--config", "preset=kt", "--allowed-rules", "run_condition", "--", *_run_files(ids)
+    )
     assert plan.returncode == 0, plan.output
     assert plan.conditions == new_ids, plan.output
     # The article's condition, measured before, is never among them.
@@ -206,11 +256,17 @@ def test_the_mitigations_preset_plans_each_knob_beside_the_article_settings(proj
     plan = dry_run(project, "--config", "preset=mitigations")
     assert plan.returncode == 0, plan.output
     assert plan.jobs["run_condition"] == 54 * 3
-    for cid in ("go_cpu0.25_mem2048_sc3_load10", "go_cpu0.25_mem2048_sc3_load10_period5ms",
-                "go_cpu0.25_mem2048_sc3_load10_burst100", "go_cpu0.25_mem2048_sc3_load10_noquota_cpuset1",
-                "go_cpu0.25_mem2048_sc3_load10_gomaxprocs1", "next_cpu0.25_mem2048_sc3_load05_uvpool1",
-                "next_cpu0.25_mem2048_sc3_load02_semispace16", "next_cpu0.5_mem2048_sc3_load15_period5ms",
-                "go_cpu0.25_mem2048_sc3_load15_period5ms_burst100"):
+    for cid in (
+        "go_cpu0.25_mem2048_sc3_load10",
+        "go_cpu0.25_mem2048_sc3_load10_period5ms",
+        "go_cpu0.25_mem2048_sc3_load10_burst100",
+        "go_cpu0.25_mem2048_sc3_load10_noquota_cpuset1",
+        "go_cpu0.25_mem2048_sc3_load10_gomaxprocs1",
+        "next_cpu0.25_mem2048_sc3_load05_uvpool1",
+        "next_cpu0.25_mem2048_sc3_load02_semispace16",
+        "next_cpu0.5_mem2048_sc3_load15_period5ms",
+        "go_cpu0.25_mem2048_sc3_load15_period5ms_burst100",
+    ):
         assert cid in plan.conditions, cid
 
 
@@ -219,8 +275,12 @@ def test_the_task_preset_plans_both_layouts(project):
     plan = dry_run(project, "--config", "preset=task")
     assert plan.returncode == 0, plan.output
     assert plan.jobs["run_condition"] == 51 * 3
-    for cid in ("go_cpu0.25_mem2048_sc3_load05", "go_cpu0.25_mem2048_sc3_load05_task",
-                "next_cpu0.5_mem2048_sc3_load07_task_appcpu1024", "go_cpu0.25_mem2048_sc3_load10_gomaxprocs1_task"):
+    for cid in (
+        "go_cpu0.25_mem2048_sc3_load05",
+        "go_cpu0.25_mem2048_sc3_load05_task",
+        "next_cpu0.5_mem2048_sc3_load07_task_appcpu1024",
+        "go_cpu0.25_mem2048_sc3_load10_gomaxprocs1_task",
+    ):
         assert cid in plan.conditions, cid
 
 
@@ -255,7 +315,11 @@ def finished(finished_once, tmp_path):
 def planned(plan):
     """{rule: count} of the jobs that would run, without the target rules (all, calibration, model)."""
     assert plan.returncode == 0, plan.output
-    return {rule: n for rule, n in plan.jobs.items() if rule not in ("all", "calibration", "model") and n}
+    return {
+        rule: n
+        for rule, n in plan.jobs.items()
+        if rule not in ("all", "calibration", "model") and n
+    }
 
 
 @pytest.mark.workflow
@@ -263,18 +327,31 @@ def test_a_deleted_run_file_is_measured_again_and_only_it(finished):
     (finished / "results/quick/runs/go_cpu0.25_mem2048_sc3_load05/rep1.parquet").unlink()
     plan = dry_run(finished, *QUICK)
     # The summary and what is made from it follow; the calibration reads no matrix run of this preset.
-    assert planned(plan) == {"run_condition": 1, "aggregate_runs": 1, "make_tables": 1, "plot_charts": 1,
-                             "model_report": 1}, plan.output
+    assert planned(plan) == {
+        "run_condition": 1,
+        "aggregate_runs": 1,
+        "make_tables": 1,
+        "plot_charts": 1,
+        "model_report": 1,
+    }, plan.output
     assert plan.conditions == {"go_cpu0.25_mem2048_sc3_load05"} and plan.repeats == {1}
-    assert "Missing output files: results/quick/runs/go_cpu0.25_mem2048_sc3_load05/rep1.parquet" in plan.output
+    assert (
+        "Missing output files: results/quick/runs/go_cpu0.25_mem2048_sc3_load05/rep1.parquet"
+        in plan.output
+    )
 
 
 @pytest.mark.workflow
 def test_a_deleted_runs_folder_is_measured_again_and_nothing_else(finished):
     shutil.rmtree(finished / "results/quick/runs")
     plan = dry_run(finished, *QUICK)
-    assert planned(plan) == {"run_condition": 8, "aggregate_runs": 1, "make_tables": 1, "plot_charts": 1,
-                             "model_report": 1}, plan.output
+    assert planned(plan) == {
+        "run_condition": 8,
+        "aggregate_runs": 1,
+        "make_tables": 1,
+        "plot_charts": 1,
+        "model_report": 1,
+    }, plan.output
     assert plan.conditions == QUICK_MATRIX and plan.repeats == {1, 2}
 
 
@@ -284,8 +361,11 @@ def test_a_deleted_calibration_run_is_measured_again_and_only_it(finished):
     run.unlink()
     for target in ((), ("calibration",), ("model",)):  # the default target and the named ones
         plan = dry_run(finished, *target, *QUICK)
-        assert planned(plan) == {"run_calibration": 1, "calibrate": 1, **({} if target == ("calibration",) else
-                                                                          {"model_report": 1})}, plan.output
+        assert planned(plan) == {
+            "run_calibration": 1,
+            "calibrate": 1,
+            **({} if target == ("calibration",) else {"model_report": 1}),
+        }, plan.output
         assert plan.conditions == {run.parent.name} and plan.repeats == {2}
 
 
@@ -325,8 +405,12 @@ def test_a_module_both_sides_import_remakes_the_analysis_and_no_run(finished):
 
 @pytest.mark.workflow
 def test_editing_the_runners_code_reruns_nothing(finished):
-    for path in ("scripts/sidecar_bench/runner.py", "scripts/sidecar_bench/measurement.py",
-                 "scripts/sidecar_bench/job.py", "workflow/scripts/run_condition.py"):
+    for path in (
+        "scripts/sidecar_bench/runner.py",
+        "scripts/sidecar_bench/measurement.py",
+        "scripts/sidecar_bench/job.py",
+        "workflow/scripts/run_condition.py",
+    ):
         append(finished / path)
     plan = dry_run(finished, *QUICK)
     assert plan.nothing_to_do, plan.output

@@ -16,7 +16,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 # Build output and installed packages are not part of the project: never copied.
-IGNORED = shutil.ignore_patterns("node_modules", ".next", "__pycache__", ".pytest_cache", "app-next-build")
+IGNORED = shutil.ignore_patterns(
+    "node_modules", ".next", "__pycache__", ".pytest_cache", "app-next-build"
+)
 
 
 def copy_project(dest: Path) -> Path:
@@ -50,9 +52,20 @@ class Plan:
         return "Nothing to be done" in self.output
 
 
-def snakemake(workdir: Path, *args: str, cores: int = 1, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, cores: int = 1, timeout: float = 900, env: dict | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [SNAKEMAKE, "--cores", str(cores), "--directory", str(workdir), "--snakefile", str(workdir / "Snakefile"), *args],
+        [
+            SNAKEMAKE,
+            "--cores",
+            str(cores),
+            "--directory",
+            str(workdir),
+            "--snakefile",
+            str(workdir / "Snakefile"),
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -91,7 +104,7 @@ def pretend_finished(workdir: Path, *args: str) -> None:
     assert summary.returncode == 0, summary.stdout + summary.stderr
     lines = summary.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("output_file\t"))
-    for line in lines[header + 1:]:
+    for line in lines[header + 1 :]:
         path = workdir / line.split("\t")[0]
         if path.suffix:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -65,24 +65,34 @@ def widths(rows: list[dict]) -> dict[str, float]:
     return out
 
 
-def summarise(name: str, per_condition: list[dict], run_s: float, target: float, draws: int = 1) -> dict:
+def summarise(
+    name: str, per_condition: list[dict], run_s: float, target: float, draws: int = 1
+) -> dict:
     """Totals per campaign (model rows: the mean over the draws) and median widths."""
     frame = pd.DataFrame(per_condition)
     # One decision job per round: as many as the condition that went furthest had decisions.
-    rounds = frame.groupby("draw")["decisions"].max().mean() if "draw" in frame else frame["decisions"].max()
+    rounds = (
+        frame.groupby("draw")["decisions"].max().mean()
+        if "draw" in frame
+        else frame["decisions"].max()
+    )
     out = {"design": name, "runs": frame["runs"].sum(), "decisions": rounds}
     out["wall_min"] = (out["runs"] * run_s + out["decisions"] * DECISION_S) / 60
     for app in ("go", "next"):
         sub = frame[frame["app"] == app]
         out[f"{app}_rps_median_pm"] = 100 * sub["rps"].median()
         out[f"{app}_p99_median_pm"] = 100 * sub["p99"].median()
-        out[f"{app}_within_rps_target"] = f"{(sub['rps'] <= target).sum() / draws:.1f}/{len(sub) // draws}"
+        out[f"{app}_within_rps_target"] = (
+            f"{(sub['rps'] <= target).sum() / draws:.1f}/{len(sub) // draws}"
+        )
     return out
 
 
 def replayed(runs: pd.DataFrame, settings: AdaptiveSettings) -> list[dict]:
     """Planned 2, cap 3 on the measured runs."""
-    settings = AdaptiveSettings(max_repeats=3, rps=settings.rps, p99=settings.p99, tail_share=settings.tail_share)
+    settings = AdaptiveSettings(
+        max_repeats=3, rps=settings.rps, p99=settings.p99, tail_share=settings.tail_share
+    )
     fixed, adaptive = [], []
     for cid, group in runs.groupby("condition_id"):
         rows = rows_of(group.sort_values("repeat"))
@@ -103,13 +113,22 @@ def extended(runs: pd.DataFrame, settings: AdaptiveSettings, cap: int, draws: in
         app = rows[0]["app"]
         mean, sd = group[list(COLUMNS)].mean(), group[list(COLUMNS)].std(ddof=1).fillna(0)
         for draw in range(draws):
-            extra = [dict(rows[-1], repeat=len(rows) + i + 1,
-                          **{c: max(float(rng.normal(mean[c], sd[c])), 0.0) for c in COLUMNS})
-                     for i in range(cap - len(rows))]
+            extra = [
+                dict(
+                    rows[-1],
+                    repeat=len(rows) + i + 1,
+                    **{c: max(float(rng.normal(mean[c], sd[c])), 0.0) for c in COLUMNS},
+                )
+                for i in range(cap - len(rows))
+            ]
             full = rows + extra
-            fixed.append({"app": app, "runs": cap / draws, "decisions": 0, "draw": draw, **widths(full)})
+            fixed.append(
+                {"app": app, "runs": cap / draws, "decisions": 0, "draw": draw, **widths(full)}
+            )
             n, d = adaptive_runs(full, settings, planned=len(rows))
-            adaptive.append({"app": app, "runs": n / draws, "decisions": d, "draw": draw, **widths(full[:n])})
+            adaptive.append(
+                {"app": app, "runs": n / draws, "decisions": d, "draw": draw, **widths(full[:n])}
+            )
     return [(f"fixed {cap} (model)", fixed), (f"adaptive 3 -> at most {cap} (model)", adaptive)]
 
 
@@ -124,15 +143,21 @@ def main(argv: list[str] | None = None) -> str:
     args = parser.parse_args(argv)
     runs = pd.read_csv(args.runs)
     runs = runs[runs.get("status", "measured") == "measured"]
-    settings = AdaptiveSettings(max_repeats=args.max_repeats, rps=args.rps, p99=args.p99, tail_share=args.tail_share)
+    settings = AdaptiveSettings(
+        max_repeats=args.max_repeats, rps=args.rps, p99=args.p99, tail_share=args.tail_share
+    )
     run_s = run_time_s(runs)
     table = [summarise(name, rows, run_s, args.rps) for name, rows in replayed(runs, settings)]
-    table += [summarise(name, rows, run_s, args.rps, args.draws)
-              for name, rows in extended(runs, settings, args.max_repeats, args.draws)]
+    table += [
+        summarise(name, rows, run_s, args.rps, args.draws)
+        for name, rows in extended(runs, settings, args.max_repeats, args.draws)
+    ]
     frame = pd.DataFrame(table)
-    header = (f"{args.runs}: {runs['condition_id'].nunique()} conditions, {len(runs)} runs, {run_s:.1f} s a run; "
-              f"targets rps +-{100 * args.rps:g} %, p99 +-{100 * args.p99:g} %, tail share +-{100 * args.tail_share:g}"
-              f" points; the 'model' rows draw runs beyond the measured ones ({args.draws} draws)\n\n")
+    header = (
+        f"{args.runs}: {runs['condition_id'].nunique()} conditions, {len(runs)} runs, {run_s:.1f} s a run; "
+        f"targets rps +-{100 * args.rps:g} %, p99 +-{100 * args.p99:g} %, tail share +-{100 * args.tail_share:g}"
+        f" points; the 'model' rows draw runs beyond the measured ones ({args.draws} draws)\n\n"
+    )
     text = header + frame.to_markdown(index=False, floatfmt=".1f")
     print(text)
     return text

@@ -45,45 +45,84 @@ def run_stage(stage: str, work: Path) -> dict:
     start = time.perf_counter()
     if stage == "aggregate":
         import aggregate_runs
-        aggregate_runs.main(runs=runs, summary_parquet=work / "summary.parquet", summary_csv=work / "summary.csv",
-                            runs_parquet=work / "runs_summary.parquet", runs_csv=work / "runs_summary.csv")
+
+        aggregate_runs.main(
+            runs=runs,
+            summary_parquet=work / "summary.parquet",
+            summary_csv=work / "summary.csv",
+            runs_parquet=work / "runs_summary.parquet",
+            runs_csv=work / "runs_summary.csv",
+        )
     elif stage == "tables":
         import make_tables
-        make_tables.main(summary=work / "summary.parquet", reference=REFERENCE, out_dir=work / "tables")
+
+        make_tables.main(
+            summary=work / "summary.parquet", reference=REFERENCE, out_dir=work / "tables"
+        )
     elif stage == "charts":
         import plot_charts
-        plot_charts.main(summary=work / "summary.parquet", reference=REFERENCE, runs=runs, out_dir=work / "charts")
+
+        plot_charts.main(
+            summary=work / "summary.parquet",
+            reference=REFERENCE,
+            runs=runs,
+            out_dir=work / "charts",
+        )
     elif stage == "calibrate":
         import calibrate
+
         cal = work / "calibration"
-        calibrate.main(runs=setup["calibration_runs"], summary_parquet=cal / "summary.parquet",
-                       summary_csv=cal / "summary.csv", table_md=cal / "calibration.md",
-                       table_csv=cal / "calibration.csv", no_limit_vcpu=NO_LIMIT_VCPU,
-                       in_matrix=setup["calibration_in_matrix"], runs_csv=cal / "runs_summary.csv")
+        calibrate.main(
+            runs=setup["calibration_runs"],
+            summary_parquet=cal / "summary.parquet",
+            summary_csv=cal / "summary.csv",
+            table_md=cal / "calibration.md",
+            table_csv=cal / "calibration.csv",
+            no_limit_vcpu=NO_LIMIT_VCPU,
+            in_matrix=setup["calibration_in_matrix"],
+            runs_csv=cal / "runs_summary.csv",
+        )
     elif stage == "model":
         import model_report
-        model_report.main(summary=work / "summary.parquet", runs_summary=work / "runs_summary.parquet",
-                          calibration=work / "calibration" / "calibration.csv", reference=REFERENCE,
-                          tables_dir=work / "model" / "tables", charts_dir=work / "model" / "charts",
-                          calibration_runs=work / "calibration" / "runs_summary.csv")
+
+        model_report.main(
+            summary=work / "summary.parquet",
+            runs_summary=work / "runs_summary.parquet",
+            calibration=work / "calibration" / "calibration.csv",
+            reference=REFERENCE,
+            tables_dir=work / "model" / "tables",
+            charts_dir=work / "model" / "charts",
+            calibration_runs=work / "calibration" / "runs_summary.csv",
+        )
     else:
         raise SystemExit(f"unknown stage {stage!r}; use {', '.join(STAGES)}")
     seconds = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"stage": stage, "seconds": round(seconds, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    return {
+        "stage": stage,
+        "seconds": round(seconds, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
 
 
 def published_sizes(path: Path = PUBLISHED_RUNS) -> dict[tuple[str, int], int]:
     """{(condition id, repeat): successful responses} of the published article set."""
     with open(path, newline="") as handle:
-        return {(row["condition_id"], int(row["repeat"])): int(row["successful"]) for row in csv.DictReader(handle)}
+        return {
+            (row["condition_id"], int(row["repeat"])): int(row["successful"])
+            for row in csv.DictReader(handle)
+        }
 
 
 def app_cpu_s(condition, wall_s: float) -> float:
     """The app's CPU in a window: what its quota leaves beside the sidecars, at least a fifth of it (the model
     takes logarithms of CPU shares: none may be 0 or negative)."""
-    return wall_s * max(condition.vcpu - condition.total_sidecar_load_pct / 100, condition.vcpu / 5) * 0.95
+    return (
+        wall_s
+        * max(condition.vcpu - condition.total_sidecar_load_pct / 100, condition.vcpu / 5)
+        * 0.95
+    )
 
 
 def generate(work: Path, count: int | None = None, repeats: int = 3) -> dict:
@@ -97,37 +136,86 @@ def generate(work: Path, count: int | None = None, repeats: int = 3) -> dict:
         sizes = published_sizes()
         conditions = article_matrix()
         repeats = max(r for _, r in sizes)
-        paths = [write_model_run(work / "runs", c, repeat=r, duration_s=10.0, rows=sizes[(c.id, r)],
-                                 app_cpu_s=app_cpu_s(c, 10.0))
-                 for c in conditions for r in range(1, repeats + 1)]
+        paths = [
+            write_model_run(
+                work / "runs",
+                c,
+                repeat=r,
+                duration_s=10.0,
+                rows=sizes[(c.id, r)],
+                app_cpu_s=app_cpu_s(c, 10.0),
+            )
+            for c in conditions
+            for r in range(1, repeats + 1)
+        ]
     else:
         conditions = benchmark_matrix(count)
-        paths = [write_model_run(work / "runs", c, repeat=r) for c in conditions for r in range(1, repeats + 1)]
+        paths = [
+            write_model_run(work / "runs", c, repeat=r)
+            for c in conditions
+            for r in range(1, repeats + 1)
+        ]
     # The calibration's runs: the matrix's own where it has the cell, else its own runs (as rule calibrate).
     cells = calibration_cells(conditions, NO_LIMIT_VCPU)
-    calibration_runs = [str(run_path(work / ("runs" if cell.in_matrix else "calibration/runs"), cell.condition.id, r))
-                        for r in range(1, repeats + 1) for cell in cells]
+    calibration_runs = [
+        str(
+            run_path(
+                work / ("runs" if cell.in_matrix else "calibration/runs"), cell.condition.id, r
+            )
+        )
+        for r in range(1, repeats + 1)
+        for cell in cells
+    ]
     for cell in cells:
         for r in range(1, repeats + 1):
             if not cell.in_matrix:
-                write_model_run(work / "calibration" / "runs", cell.condition, repeat=r, duration_s=10.0,
-                                app_cpu_s=app_cpu_s(cell.condition, 10.0))
-    (work / "bench.json").write_text(json.dumps({
-        "calibration_runs": calibration_runs,
-        "calibration_in_matrix": sorted(cell.condition.id for cell in cells if cell.in_matrix)}))
+                write_model_run(
+                    work / "calibration" / "runs",
+                    cell.condition,
+                    repeat=r,
+                    duration_s=10.0,
+                    app_cpu_s=app_cpu_s(cell.condition, 10.0),
+                )
+    (work / "bench.json").write_text(
+        json.dumps(
+            {
+                "calibration_runs": calibration_runs,
+                "calibration_in_matrix": sorted(
+                    cell.condition.id for cell in cells if cell.in_matrix
+                ),
+            }
+        )
+    )
     rows = [pq.ParquetFile(p).metadata.num_rows for p in paths]
-    return {"conditions": len(conditions), "repeats": repeats, "runs": len(paths), "rows_total": sum(rows),
-            "rows_max": max(rows), "rows_min": min(rows), "calibration_runs": len(calibration_runs),
-            "bytes_total": sum(p.stat().st_size for p in paths), "generate_s": round(time.perf_counter() - start, 1)}
+    return {
+        "conditions": len(conditions),
+        "repeats": repeats,
+        "runs": len(paths),
+        "rows_total": sum(rows),
+        "rows_max": max(rows),
+        "rows_min": min(rows),
+        "calibration_runs": len(calibration_runs),
+        "bytes_total": sum(p.stat().st_size for p in paths),
+        "generate_s": round(time.perf_counter() - start, 1),
+    }
 
 
 def time_stage(stage: str, work: Path) -> dict:
     """One stage in a fresh process (its peak RSS is that stage's alone, as under Snakemake)."""
     start = time.perf_counter()
     # The stage imports its rule script (aggregate_runs, ...) from workflow/scripts, as Snakemake runs it.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(RULE_SCRIPTS), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run([sys.executable, __file__, "--stage", stage, "--work", str(work)],
-                         capture_output=True, text=True, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(RULE_SCRIPTS), os.environ.get("PYTHONPATH")])
+        ),
+    }
+    out = subprocess.run(
+        [sys.executable, __file__, "--stage", stage, "--work", str(work)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if out.returncode:
         raise SystemExit(f"stage {stage} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -135,8 +223,13 @@ def time_stage(stage: str, work: Path) -> dict:
     return result
 
 
-def main(count: int | None = None, keep: str | None = None, repeats: int = 3, stages: tuple[str, ...] = STAGES,
-         times: int = 3) -> dict:
+def main(
+    count: int | None = None,
+    keep: str | None = None,
+    repeats: int = 3,
+    stages: tuple[str, ...] = STAGES,
+    times: int = 3,
+) -> dict:
     with tempfile.TemporaryDirectory(prefix="sidecar-bench-analysis-") as tmp:
         work = Path(keep) if keep else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -152,30 +245,59 @@ def main(count: int | None = None, keep: str | None = None, repeats: int = 3, st
             rounds.append(timed)
         medians = []
         for i, stage in enumerate(stages):
-            medians.append({"stage": stage, **{key: statistics.median(r[i][key] for r in rounds)
-                                               for key in ("process_s", "seconds", "cpu_s", "peak_rss_mb")}})
+            medians.append(
+                {
+                    "stage": stage,
+                    **{
+                        key: statistics.median(r[i][key] for r in rounds)
+                        for key in ("process_s", "seconds", "cpu_s", "peak_rss_mb")
+                    },
+                }
+            )
         totals = sorted(sum(s["process_s"] for s in timed) for timed in rounds)
-        report = {"synthetic_data": data, "median": medians,
-                  "total_process_s_median": round(statistics.median(totals), 2),
-                  "total_process_s_runs": [round(t, 2) for t in totals],
-                  "peak_rss_mb": max(s["peak_rss_mb"] for s in medians),
-                  "loadavg_before": [round(x, 2) for x in load_before],
-                  "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+        report = {
+            "synthetic_data": data,
+            "median": medians,
+            "total_process_s_median": round(statistics.median(totals), 2),
+            "total_process_s_runs": [round(t, 2) for t in totals],
+            "peak_rss_mb": max(s["peak_rss_mb"] for s in medians),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        }
         for row in medians:
-            print(f"median of {times}: {row['stage']:<10} {row['process_s']:6.2f} s process "
-                  f"({row['seconds']:6.2f} s in stage, {row['cpu_s']:6.2f} s CPU), peak RSS {row['peak_rss_mb']:7.1f} MB", flush=True)
-        print(json.dumps({key: report[key] for key in report if key not in ("synthetic_data", "median")}), flush=True)
+            print(
+                f"median of {times}: {row['stage']:<10} {row['process_s']:6.2f} s process "
+                f"({row['seconds']:6.2f} s in stage, {row['cpu_s']:6.2f} s CPU), peak RSS {row['peak_rss_mb']:7.1f} MB",
+                flush=True,
+            )
+        print(
+            json.dumps(
+                {key: report[key] for key in report if key not in ("synthetic_data", "median")}
+            ),
+            flush=True,
+        )
         return report
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=None,
-                        help="conditions of the older benchmark matrix instead of the article's shape")
-    parser.add_argument("--repeats", type=int, default=3, help="repetitions per condition with --runs (default 3)")
-    parser.add_argument("--stages", default=",".join(STAGES),
-                        help=f"comma-separated stages to time (default {','.join(STAGES)})")
-    parser.add_argument("--times", type=int, default=3, help="time every stage this many times (default 3)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="conditions of the older benchmark matrix instead of the article's shape",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="repetitions per condition with --runs (default 3)"
+    )
+    parser.add_argument(
+        "--stages",
+        default=",".join(STAGES),
+        help=f"comma-separated stages to time (default {','.join(STAGES)})",
+    )
+    parser.add_argument(
+        "--times", type=int, default=3, help="time every stage this many times (default 3)"
+    )
     parser.add_argument("--keep", help="write the synthetic runs and outputs here and keep them")
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)

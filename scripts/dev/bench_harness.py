@@ -65,14 +65,29 @@ from typing import Any
 # Memory sizes no experiment uses, so a harness container is never taken for a matrix run's.
 HARNESS_MEMORY_MB = 2044
 SIDECAR_LOAD_PCT = 10
-PHASES = ("start+imports", "connect", "lease", "checks", "task start", "readiness", "loadgen", "reads", "parsing",
-          "writing", "clean-up", "other", "exit")
+PHASES = (
+    "start+imports",
+    "connect",
+    "lease",
+    "checks",
+    "task start",
+    "readiness",
+    "loadgen",
+    "reads",
+    "parsing",
+    "writing",
+    "clean-up",
+    "other",
+    "exit",
+)
 
 
 def conditions(sidecars: list[int]) -> list[Any]:
     from sidecar_bench.conditions import Condition
 
-    return [Condition("go", 0.5, HARNESS_MEMORY_MB, n, SIDECAR_LOAD_PCT if n else 0) for n in sidecars]
+    return [
+        Condition("go", 0.5, HARNESS_MEMORY_MB, n, SIDECAR_LOAD_PCT if n else 0) for n in sidecars
+    ]
 
 
 # ---------------------------------------------------------------- the child: one run job, timed
@@ -85,7 +100,9 @@ class Recorder:
         self.events: list[tuple[str, float, float, bool]] = []
         self.counts: dict[str, int] = {}
 
-    def wrap(self, owner: Any, name: str, phase: str, count: str | None = None, none_fails: bool = False) -> None:
+    def wrap(
+        self, owner: Any, name: str, phase: str, count: str | None = None, none_fails: bool = False
+    ) -> None:
         """Record every call of owner.name as phase (failed: it raised, or returned None with none_fails)."""
         original = getattr(owner, name)
         recorder = self
@@ -154,8 +171,15 @@ def child(spec_path: str) -> None:
     entered = time.monotonic()
     timings: dict[str, Any] = {"started": STARTED, "entered": entered}
     try:
-        job.main(spec["condition"], spec["load"], spec["hosts"], spec["refs"], spec["out"], spec["lock_dir"],
-                 repeat=spec["repeat"])
+        job.main(
+            spec["condition"],
+            spec["load"],
+            spec["hosts"],
+            spec["refs"],
+            spec["out"],
+            spec["lock_dir"],
+            repeat=spec["repeat"],
+        )
     finally:
         timings["returned"] = time.monotonic()
         timings["events"] = recorder.events
@@ -167,24 +191,50 @@ def child(spec_path: str) -> None:
 
 # When two timed steps overlap in time, the time goes to the first in this order (the hey call
 # that is the load above all: a snapshot taken while hey runs costs no harness time).
-PRIORITY = ("load", "lease", "connect", "task start", "readiness", "reads", "clean-up", "parsing", "writing",
-            "checks")
+PRIORITY = (
+    "load",
+    "lease",
+    "connect",
+    "task start",
+    "readiness",
+    "reads",
+    "clean-up",
+    "parsing",
+    "writing",
+    "checks",
+)
 
 
-def breakdown(timings: dict[str, Any], spawned: float, exited: float, load_s: float) -> dict[str, Any]:
+def breakdown(
+    timings: dict[str, Any], spawned: float, exited: float, load_s: float
+) -> dict[str, Any]:
     """One run's harness time and its phases, from its child's timed steps."""
     events = [(phase, start, end, ok) for phase, start, end, ok in timings["events"]]
     entered, returned = timings["entered"], timings["returned"]
     # Waiting for another holder: from the first refused attempt to the attempt that succeeded.
-    refused = [start for phase, start, _, ok in events if (phase == "flock" and not ok) or (phase == "lease" and not ok)]
+    refused = [
+        start
+        for phase, start, _, ok in events
+        if (phase == "flock" and not ok) or (phase == "lease" and not ok)
+    ]
     waited = (0.0, 0.0)
     if refused:
-        taken = [start for phase, start, _, ok in events if phase == "lease" and ok and start > min(refused)]
+        taken = [
+            start
+            for phase, start, _, ok in events
+            if phase == "lease" and ok and start > min(refused)
+        ]
         waited = (min(refused), taken[0] if taken else returned)
     wait = waited[1] - waited[0]
     timed = [(phase, start, end) for phase, start, end, _ in events if phase in PRIORITY]
-    points = sorted({entered, returned, *[t for _, s, e in timed for t in (s, e) if entered <= t <= returned],
-                     *[t for t in waited if entered <= t <= returned]})
+    points = sorted(
+        {
+            entered,
+            returned,
+            *[t for _, s, e in timed for t in (s, e) if entered <= t <= returned],
+            *[t for t in waited if entered <= t <= returned],
+        }
+    )
     phases = dict.fromkeys(PHASES, 0.0)
     for left, right in itertools.pairwise(points):
         middle = (left + right) / 2
@@ -199,19 +249,28 @@ def breakdown(timings: dict[str, Any], spawned: float, exited: float, load_s: fl
     phases["exit"] = exited - returned
     total = exited - spawned - load_s - wait
     counts = timings.get("counts", {})
-    spent = {phase: round(sum(end - start for p, start, end, _ in events if p == phase), 3)
-             for phase in ("ssh connect", "ssh channel")}
-    return {"harness_s": round(total, 3), "lock_wait_s": round(wait, 3),
-            "phases_s": {name: round(value, 3) for name, value in phases.items()},
-            "ssh_connections": counts.get("ssh_connections", 0),
-            "ssh_channels": counts.get("ssh_sessions", 0) + counts.get("ssh_socket_channels", 0),
-            "ssh_sessions": counts.get("ssh_sessions", 0),
-            "api_requests": counts.get("api_requests", 0), "clients": counts.get("clients", 0),
-            "ssh_connect_s": spent["ssh connect"], "ssh_channel_s": spent["ssh channel"],
-            "process_start_s": round(timings["started"] - spawned, 3)}
+    spent = {
+        phase: round(sum(end - start for p, start, end, _ in events if p == phase), 3)
+        for phase in ("ssh connect", "ssh channel")
+    }
+    return {
+        "harness_s": round(total, 3),
+        "lock_wait_s": round(wait, 3),
+        "phases_s": {name: round(value, 3) for name, value in phases.items()},
+        "ssh_connections": counts.get("ssh_connections", 0),
+        "ssh_channels": counts.get("ssh_sessions", 0) + counts.get("ssh_socket_channels", 0),
+        "ssh_sessions": counts.get("ssh_sessions", 0),
+        "api_requests": counts.get("api_requests", 0),
+        "clients": counts.get("clients", 0),
+        "ssh_connect_s": spent["ssh connect"],
+        "ssh_channel_s": spent["ssh channel"],
+        "process_start_s": round(timings["started"] - spawned, 3),
+    }
 
 
-def image_refs(host: dict[str, Any], variants: list[str], directory: Path, build: bool) -> dict[str, str]:
+def image_refs(
+    host: dict[str, Any], variants: list[str], directory: Path, build: bool
+) -> dict[str, str]:
     """The image rule's JSON file for each variant's image on the engine, by variant (built first with build)."""
     import docker
     from sidecar_bench import hosts, image
@@ -225,14 +284,26 @@ def image_refs(host: dict[str, Any], variants: list[str], directory: Path, build
                 image_id = client.images.get(tag).id
             except docker.errors.ImageNotFound:
                 if not build:
-                    sys.exit(f"bench_harness: image {tag} is not on the engine {host['url'] or 'local'}: build it "
-                             "first (rule build_image) or pass --build")
-                with hosts.host_lock([host], hosts.lock_dir(), 3600, "bench_harness image build") as (_, locked):
+                    sys.exit(
+                        f"bench_harness: image {tag} is not on the engine {host['url'] or 'local'}: build it "
+                        "first (rule build_image) or pass --build"
+                    )
+                with hosts.host_lock(
+                    [host], hosts.lock_dir(), 3600, "bench_harness image build"
+                ) as (_, locked):
                     base = image.ensure_base(locked, "debian:bookworm-slim", "debootstrap")
                     image_id = image.ensure_variant(locked, variant, base)
             path = directory / f"{variant}.json"
-            path.write_text(json.dumps({"variant": variant, "tag": tag, "inputs_digest": "harness",
-                                        "hosts": {host["name"]: image_id}}))
+            path.write_text(
+                json.dumps(
+                    {
+                        "variant": variant,
+                        "tag": tag,
+                        "inputs_digest": "harness",
+                        "hosts": {host["name"]: image_id},
+                    }
+                )
+            )
             refs[variant] = str(path)
     finally:
         client.close()
@@ -240,18 +311,31 @@ def image_refs(host: dict[str, Any], variants: list[str], directory: Path, build
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
-            "max": round(max(values), 3)}
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+    }
 
 
-def measure(url: str | None, reps: int, sidecars: list[int], duration_s: float, warmup_s: float,
-            concurrency: int, build: bool = False, env: dict[str, str] | None = None,
-            say: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+def measure(
+    url: str | None,
+    reps: int,
+    sidecars: list[int],
+    duration_s: float,
+    warmup_s: float,
+    concurrency: int,
+    build: bool = False,
+    env: dict[str, str] | None = None,
+    say: Callable[[str], None] = lambda line: None,
+) -> dict[str, Any]:
     from sidecar_bench import hosts
     from sidecar_bench.conditions import LoadSettings
 
     host = {"name": "bench", "url": url}
-    load = LoadSettings(duration_s=duration_s, warmup_s=warmup_s, concurrency=concurrency, ready_timeout_s=60)
+    load = LoadSettings(
+        duration_s=duration_s, warmup_s=warmup_s, concurrency=concurrency, ready_timeout_s=60
+    )
     runs = []
     with tempfile.TemporaryDirectory(prefix="sidecar-bench-harness-") as tmp:
         directory = Path(tmp)
@@ -261,49 +345,89 @@ def measure(url: str | None, reps: int, sidecars: list[int], duration_s: float, 
         for repeat in range(1, reps + 1):
             for condition in matrix:
                 number = len(runs) + 1
-                spec = {"condition": condition.as_dict(), "load": load.as_dict(), "hosts": [host],
-                        "refs": {"task": refs[condition.variant], "loadgen": refs["loadgen"]},
-                        "out": str(directory / f"run{number}.parquet"), "lock_dir": str(hosts.lock_dir()),
-                        "repeat": repeat, "timings": str(directory / f"timings{number}.json")}
+                spec = {
+                    "condition": condition.as_dict(),
+                    "load": load.as_dict(),
+                    "hosts": [host],
+                    "refs": {"task": refs[condition.variant], "loadgen": refs["loadgen"]},
+                    "out": str(directory / f"run{number}.parquet"),
+                    "lock_dir": str(hosts.lock_dir()),
+                    "repeat": repeat,
+                    "timings": str(directory / f"timings{number}.json"),
+                }
                 spec_path = directory / f"spec{number}.json"
                 spec_path.write_text(json.dumps(spec))
                 spawned = time.monotonic()
-                done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)],
-                                      env=child_env, capture_output=True, text=True, check=False)
+                done = subprocess.run(
+                    [sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)],
+                    env=child_env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
                 exited = time.monotonic()
                 if done.returncode != 0:
-                    sys.exit(f"bench_harness: run {number} ({condition.id}) failed:\n{done.stderr[-4000:]}")
+                    sys.exit(
+                        f"bench_harness: run {number} ({condition.id}) failed:\n{done.stderr[-4000:]}"
+                    )
                 timings = json.loads(Path(spec["timings"]).read_text())
-                run = {"run": number, "sidecars": condition.sidecar_count, "repeat": repeat,
-                       **breakdown(timings, spawned, exited, duration_s + warmup_s)}
+                run = {
+                    "run": number,
+                    "sidecars": condition.sidecar_count,
+                    "repeat": repeat,
+                    **breakdown(timings, spawned, exited, duration_s + warmup_s),
+                }
                 runs.append(run)
-                say(f"run {number}: harness {run['harness_s']:.2f} s (lock wait {run['lock_wait_s']:.1f} s, "
+                say(
+                    f"run {number}: harness {run['harness_s']:.2f} s (lock wait {run['lock_wait_s']:.1f} s, "
                     f"{run['ssh_connections']} ssh connections, {run['ssh_channels']} channels of which "
-                    f"{run['ssh_sessions']} sessions)")
-    phase_medians = {name: round(statistics.median(r["phases_s"][name] for r in runs), 3) for name in PHASES}
+                    f"{run['ssh_sessions']} sessions)"
+                )
+    phase_medians = {
+        name: round(statistics.median(r["phases_s"][name] for r in runs), 3) for name in PHASES
+    }
     slowest = max(phase_medians, key=phase_medians.__getitem__)
-    return {"engine": url or "local socket", "runs": len(runs), "duration_s": duration_s, "warmup_s": warmup_s,
-            "concurrency": concurrency, "sidecars": sidecars,
-            "harness_s": summary([r["harness_s"] for r in runs]),
-            "phases_median_s": phase_medians, "slowest_phase": slowest,
-            "ssh_connections_median": statistics.median(r["ssh_connections"] for r in runs),
-            "ssh_channels_median": statistics.median(r["ssh_channels"] for r in runs),
-            "ssh_sessions_median": statistics.median(r["ssh_sessions"] for r in runs),
-            "api_requests_median": statistics.median(r["api_requests"] for r in runs),
-            "lock_wait_s": summary([r["lock_wait_s"] for r in runs]), "samples": runs}
+    return {
+        "engine": url or "local socket",
+        "runs": len(runs),
+        "duration_s": duration_s,
+        "warmup_s": warmup_s,
+        "concurrency": concurrency,
+        "sidecars": sidecars,
+        "harness_s": summary([r["harness_s"] for r in runs]),
+        "phases_median_s": phase_medians,
+        "slowest_phase": slowest,
+        "ssh_connections_median": statistics.median(r["ssh_connections"] for r in runs),
+        "ssh_channels_median": statistics.median(r["ssh_channels"] for r in runs),
+        "ssh_sessions_median": statistics.median(r["ssh_sessions"] for r in runs),
+        "api_requests_median": statistics.median(r["api_requests"] for r in runs),
+        "lock_wait_s": summary([r["lock_wait_s"] for r in runs]),
+        "samples": runs,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--host", default=None,
-                        help="engine address (ssh://user@host[:port], unix://..., tcp://...); default: DOCKER_HOST "
-                             "or the local socket")
-    parser.add_argument("--reps", type=int, default=3, help="repetitions of each condition (default 3)")
-    parser.add_argument("--sidecars", default="0,1", help="sidecar counts, one condition each (default 0,1)")
-    parser.add_argument("--duration", type=float, default=3.0, help="measured window per run, s (default 3)")
+    parser.add_argument(
+        "--host",
+        default=None,
+        help="engine address (ssh://user@host[:port], unix://..., tcp://...); default: DOCKER_HOST "
+        "or the local socket",
+    )
+    parser.add_argument(
+        "--reps", type=int, default=3, help="repetitions of each condition (default 3)"
+    )
+    parser.add_argument(
+        "--sidecars", default="0,1", help="sidecar counts, one condition each (default 0,1)"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=3.0, help="measured window per run, s (default 3)"
+    )
     parser.add_argument("--warmup", type=float, default=1.0, help="warm-up per run, s (default 1)")
     parser.add_argument("--concurrency", type=int, default=10, help="hey -c (default 10)")
-    parser.add_argument("--build", action="store_true", help="build the images on the engine if it lacks them")
+    parser.add_argument(
+        "--build", action="store_true", help="build the images on the engine if it lacks them"
+    )
     parser.add_argument("--samples", action="store_true", help="print every run's phases too")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -315,10 +439,20 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError:
         parser.error(f"--sidecars {args.sidecars!r} is not a comma-separated list of whole numbers")
     if args.reps < 1 or args.duration <= 0 or args.warmup < 0 or any(n < 0 for n in sidecars):
-        parser.error(f"--reps {args.reps} must be >= 1, --duration {args.duration:g} > 0, --warmup "
-                     f"{args.warmup:g} >= 0 and --sidecars {args.sidecars} >= 0")
-    result = measure(args.host, args.reps, sidecars, args.duration, args.warmup, args.concurrency, args.build,
-                     say=lambda line: print(f"bench_harness: {line}", file=sys.stderr, flush=True))
+        parser.error(
+            f"--reps {args.reps} must be >= 1, --duration {args.duration:g} > 0, --warmup "
+            f"{args.warmup:g} >= 0 and --sidecars {args.sidecars} >= 0"
+        )
+    result = measure(
+        args.host,
+        args.reps,
+        sidecars,
+        args.duration,
+        args.warmup,
+        args.concurrency,
+        args.build,
+        say=lambda line: print(f"bench_harness: {line}", file=sys.stderr, flush=True),
+    )
     if not args.samples:
         result.pop("samples")
     print(json.dumps(result, indent=1))

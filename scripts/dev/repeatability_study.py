@@ -42,8 +42,10 @@ METRICS = ("rps", "p99_ms", "slow_1p_share")
 def per_run(results: Path, preset: str) -> pd.DataFrame:
     paths = sorted((results / preset / "runs").glob("*/rep*.parquet"))
     if not paths:
-        raise SystemExit(f"no run files under {results / preset / 'runs'}: run snakemake --cores 1 --config "
-                         f"preset={preset} first")
+        raise SystemExit(
+            f"no run files under {results / preset / 'runs'}: run snakemake --cores 1 --config "
+            f"preset={preset} first"
+        )
     return summarise_runs(paths)
 
 
@@ -62,19 +64,30 @@ def study(results: Path) -> pd.DataFrame:
             chosen = group.head(pooled)
             cell = summarise_conditions(chosen).iloc[0]
             others = group.iloc[pooled:] if pooled == 1 else group.iloc[0:0]
-            row = {"condition_id": condition_id, "design": name,
-                   "load_s_per_condition": float((group["duration_s"] + group["warmup_s"]).iloc[0]) * pooled,
-                   "flags": cell["flags"]}
+            row = {
+                "condition_id": condition_id,
+                "design": name,
+                "load_s_per_condition": float((group["duration_s"] + group["warmup_s"]).iloc[0])
+                * pooled,
+                "flags": cell["flags"],
+            }
             for metric in METRICS:
                 value, lo, hi = cell[metric], cell[f"{metric}_lo"], cell[f"{metric}_hi"]
                 ref = reference.loc[condition_id, metric]
-                row.update({metric: value, f"{metric}_lo": lo, f"{metric}_hi": hi,
-                            f"{metric}_width_pct": 100 * (hi - lo) / value if value else float("nan"),
-                            f"{metric}_holds_reference": inside(ref, lo, hi),
-                            f"{metric}_reference": ref})
+                row.update(
+                    {
+                        metric: value,
+                        f"{metric}_lo": lo,
+                        f"{metric}_hi": hi,
+                        f"{metric}_width_pct": 100 * (hi - lo) / value if value else float("nan"),
+                        f"{metric}_holds_reference": inside(ref, lo, hi),
+                        f"{metric}_reference": ref,
+                    }
+                )
                 if not others.empty:
                     row[f"{metric}_other_runs_inside"] = (
-                        f"{sum(inside(v, lo, hi) for v in others[metric])}/{len(others)}")
+                        f"{sum(inside(v, lo, hi) for v in others[metric])}/{len(others)}"
+                    )
             row["rps_runs"] = " / ".join(f"{v:.0f}" for v in group["rps"])
             row["p99_runs"] = " / ".join(f"{v:.0f}" for v in group["p99_ms"])
             rows.append(row)
@@ -101,18 +114,24 @@ def markdown(frame: pd.DataFrame) -> str:
         lines.append(
             f"| {row.condition_id} | {row.design} | {row.rps:.0f} [{row.rps_lo:.0f}, {row.rps_hi:.0f}] | "
             f"{row.rps_width_pct:.1f} % | {row.p99_ms:.0f} [{row.p99_ms_lo:.0f}, {row.p99_ms_hi:.0f}] | "
-            f"{row.p99_ms_width_pct:.0f} % | {holds} | {row.rps_runs}; {row.p99_runs} |")
-    lines += ["", "Median over the six conditions:", "",
-              "| design | RPS interval width | P99 interval width | intervals holding the 3 x 30 s value "
-              "(RPS, P99) | other 30 s runs inside a 30 s run's interval (RPS, P99) | load per condition |",
-              "|---|---|---|---|---|---|"]
+            f"{row.p99_ms_width_pct:.0f} % | {holds} | {row.rps_runs}; {row.p99_runs} |"
+        )
+    lines += [
+        "",
+        "Median over the six conditions:",
+        "",
+        "| design | RPS interval width | P99 interval width | intervals holding the 3 x 30 s value "
+        "(RPS, P99) | other 30 s runs inside a 30 s run's interval (RPS, P99) | load per condition |",
+        "|---|---|---|---|---|---|",
+    ]
     for design, group in frame.groupby("design", sort=False):
         lines.append(
             f"| {design} | {group['rps_width_pct'].median():.1f} % | {group['p99_ms_width_pct'].median():.0f} % | "
             f"{int(group['rps_holds_reference'].sum())}/{len(group)}, "
             f"{int(group['p99_ms_holds_reference'].sum())}/{len(group)} | "
             f"{_others(group, 'rps')}, {_others(group, 'p99_ms')} | "
-            f"{group['load_s_per_condition'].iloc[0]:.0f} s |")
+            f"{group['load_s_per_condition'].iloc[0]:.0f} s |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -125,14 +144,19 @@ def main(results: str = "results", out: str = "results/published/repeatability")
     (out_dir / "repeatability.md").write_text(
         "# Repeatability study: 1 x 30 s against 3 x 10 s (with and without warm-up)\n\n"
         "Made by scripts/dev/repeatability_study.py from the presets study-30s, study-10s and study-10s-warm.\n\n"
-        + text)
+        + text
+    )
     print(text)
     return frame
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", default="results", help="the results directory holding the study presets")
-    parser.add_argument("--out", default="results/published/repeatability", help="where to write the table")
+    parser.add_argument(
+        "--results", default="results", help="the results directory holding the study presets"
+    )
+    parser.add_argument(
+        "--out", default="results/published/repeatability", help="where to write the table"
+    )
     args = parser.parse_args()
     main(args.results, args.out)

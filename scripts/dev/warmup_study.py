@@ -54,7 +54,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cells(preset: str, sidecars: list[int], only: str | None) -> list[Condition]:
-    experiment = load_experiment({**yaml.safe_load((ROOT / "config.yaml").read_text()), "preset": preset})
+    experiment = load_experiment(
+        {**yaml.safe_load((ROOT / "config.yaml").read_text()), "preset": preset}
+    )
     pairs = sorted({(c.app, c.vcpu) for c in experiment.conditions})
     chosen = [Condition(app, vcpu, 2048, count, 0) for app, vcpu in pairs for count in sidecars]
     return [c for c in chosen if not only or only in c.id]
@@ -63,14 +65,22 @@ def cells(preset: str, sidecars: list[int], only: str | None) -> list[Condition]
 def measure(client, condition: Condition, seconds: float, concurrency: int) -> np.ndarray:
     """One task, one hey run of `seconds`: the start offsets of its 2xx responses."""
     load = LoadSettings(duration_s=seconds, concurrency=concurrency, warmup_s=0)
-    m = runner.Measurement(client, condition, load, client.images.get(f"sidecar-bench/task:{condition.variant}"),
-                           client.images.get("sidecar-bench/loadgen:latest"), uuid.uuid4().hex)
+    m = runner.Measurement(
+        client,
+        condition,
+        load,
+        client.images.get(f"sidecar-bench/task:{condition.variant}"),
+        client.images.get("sidecar-bench/loadgen:latest"),
+        uuid.uuid4().hex,
+    )
     try:
         m.start()
         m.wait_ready()
         result = m.hey(seconds, runner.LOADGEN_CSV)
         if result.exit_code != 0:
-            raise RunError(f"{condition.id}: hey exited with {result.exit_code}: {result.stderr[:300]}")
+            raise RunError(
+                f"{condition.id}: hey exited with {result.exit_code}: {result.stderr[:300]}"
+            )
         samples = hey.parse_csv(m.loadgen_exec(["cat", runner.LOADGEN_CSV]).stdout)
     finally:
         m.remove()
@@ -80,15 +90,22 @@ def measure(client, condition: Condition, seconds: float, concurrency: int) -> n
 
 def describe(rates: list[float], settings: WarmupSettings) -> dict:
     r = np.asarray(rates, dtype=float)
-    plateau = float(r[-max(1, len(r) // 3):].mean())
+    plateau = float(r[-max(1, len(r) // 3) :].mean())
     early, next10 = float(r[:5].mean()), float(r[5:15].mean()) if len(r) > 5 else float("nan")
     rolling = pd.Series(r).rolling(3).mean().to_numpy()
     inside = rolling >= (1 - settings.tolerance) * plateau
-    plateau_s = next((i + 1.0 for i in range(len(r)) if inside[i:].all() and np.isfinite(rolling[i])), None)
-    return {"rps_0_5s": early, "rps_5_15s": next10, "rps_plateau": plateau,
-            "rise_5_15_over_0_5": next10 / early - 1 if early else float("nan"),
-            "plateau_over_5_15": plateau / next10 - 1 if next10 else float("nan"),
-            "steady_s": steady_time(rates, settings), "plateau_s": plateau_s}
+    plateau_s = next(
+        (i + 1.0 for i in range(len(r)) if inside[i:].all() and np.isfinite(rolling[i])), None
+    )
+    return {
+        "rps_0_5s": early,
+        "rps_5_15s": next10,
+        "rps_plateau": plateau,
+        "rise_5_15_over_0_5": next10 / early - 1 if early else float("nan"),
+        "plateau_over_5_15": plateau / next10 - 1 if next10 else float("nan"),
+        "steady_s": steady_time(rates, settings),
+        "plateau_s": plateau_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
@@ -96,33 +113,61 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--preset", default="article")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--sidecars", default="0,3", help="sidecar counts, idle (0 %% load), comma-separated")
+    parser.add_argument(
+        "--sidecars", default="0,3", help="sidecar counts, idle (0 %% load), comma-separated"
+    )
     parser.add_argument("--only", default=None, help="only cells whose id contains this text")
     parser.add_argument("--out", default="results/warmup-study")
-    parser.add_argument("--analyse", action="store_true",
-                        help="measure nothing: remake the tables from the rates.csv already in --out")
+    parser.add_argument(
+        "--analyse",
+        action="store_true",
+        help="measure nothing: remake the tables from the rates.csv already in --out",
+    )
     args = parser.parse_args(argv)
-    config = load_experiment({**yaml.safe_load((ROOT / "config.yaml").read_text()), "preset": args.preset})
-    settings = config.load.warmup if config.load.warmup.until_steady else WarmupSettings(mode="until_steady")
+    config = load_experiment(
+        {**yaml.safe_load((ROOT / "config.yaml").read_text()), "preset": args.preset}
+    )
+    settings = (
+        config.load.warmup
+        if config.load.warmup.until_steady
+        else WarmupSettings(mode="until_steady")
+    )
     out = Path(args.out)
     if args.analyse:
-        return write_outputs(out, pd.read_csv(out / "rates.csv"), args, settings, config.load.duration_s, chart=True)
+        return write_outputs(
+            out, pd.read_csv(out / "rates.csv"), args, settings, config.load.duration_s, chart=True
+        )
     out.mkdir(parents=True, exist_ok=True)
     seconds = int(args.seconds)
     series: list[dict] = []
     table = pd.DataFrame()
     for repeat in range(1, args.repeats + 1):
         for condition in cells(args.preset, [int(x) for x in args.sidecars.split(",")], args.only):
-            with host_lock([{"name": "local", "url": None}], lock_dir(), 3600, f"warmup_study {condition.id}") \
-                    as (_, client):
+            with host_lock(
+                [{"name": "local", "url": None}], lock_dir(), 3600, f"warmup_study {condition.id}"
+            ) as (_, client):
                 offsets = measure(client, condition, args.seconds, config.load.concurrency)
             rates = rates_per_second(offsets, seconds)
-            series += [{"condition_id": condition.id, "app": condition.app, "vcpu": condition.vcpu,
-                        "sidecars": condition.sidecar_count, "repeat": repeat, "second": s, "rps": r}
-                       for s, r in enumerate(rates)]
+            series += [
+                {
+                    "condition_id": condition.id,
+                    "app": condition.app,
+                    "vcpu": condition.vcpu,
+                    "sidecars": condition.sidecar_count,
+                    "repeat": repeat,
+                    "second": s,
+                    "rps": r,
+                }
+                for s, r in enumerate(rates)
+            ]
             row = describe(rates, settings)
-            print(f"warmup_study: {condition.id} rep {repeat}: " + ", ".join(
-                f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
+            print(
+                f"warmup_study: {condition.id} rep {repeat}: "
+                + ", ".join(
+                    f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
+                ),
+                flush=True,
+            )
             # After every cell, so that an interrupted study keeps what it measured.
             table = write_outputs(out, pd.DataFrame(series), args, settings, config.load.duration_s)
     if series:
@@ -140,12 +185,17 @@ STEADY_WINDOWS, STEADY_MAX_S = (3, 5, 10), 45.0
 def drift_after(rates: Sequence[float], warmup_s: int, window_s: int) -> dict | None:
     """The drift rule (flags.not_steady) on the window that a fixed warm-up of warmup_s would leave:
     seconds warmup_s .. warmup_s + window_s of one continuous series. None if the series is too short."""
-    counts = np.asarray(rates, dtype="float64")[warmup_s:warmup_s + window_s]
+    counts = np.asarray(rates, dtype="float64")[warmup_s : warmup_s + window_s]
     if len(counts) < window_s:
         return None
     row = {"rps": float(counts.mean()), **thirds_of_counts(counts)}
-    return {**row, "rise": row["last_third_rps"] / row["first_third_rps"] - 1 if row["first_third_rps"] else np.nan,
-            "drifted": not_steady(row)}
+    return {
+        **row,
+        "rise": row["last_third_rps"] / row["first_third_rps"] - 1
+        if row["first_third_rps"]
+        else np.nan,
+        "drifted": not_steady(row),
+    }
 
 
 def steady_rules(settings: WarmupSettings) -> dict[str, WarmupSettings]:
@@ -154,8 +204,9 @@ def steady_rules(settings: WarmupSettings) -> dict[str, WarmupSettings]:
     rules = {"until_steady": settings}
     for window_s in STEADY_WINDOWS:
         if window_s != settings.window_s:
-            rules[f"until_steady, {window_s:g} s windows"] = replace(settings, window_s=float(window_s),
-                                                                     max_s=max(settings.max_s, STEADY_MAX_S))
+            rules[f"until_steady, {window_s:g} s windows"] = replace(
+                settings, window_s=float(window_s), max_s=max(settings.max_s, STEADY_MAX_S)
+            )
     return rules
 
 
@@ -166,7 +217,9 @@ def drift_by_warmup(series: pd.DataFrame, window_s: int, settings: WarmupSetting
     rules = steady_rules(settings)
     for key, group in series.sort_values("second").groupby(SERIES_KEYS, sort=True):
         rates = group["rps"].tolist()
-        plateau = float(np.mean(rates[-max(1, len(rates) // 3):]))  # as describe(): the series' last third
+        plateau = float(
+            np.mean(rates[-max(1, len(rates) // 3) :])
+        )  # as describe(): the series' last third
         candidates = [(f"fixed {w} s", w) for w in WARMUPS]
         for label, rule in rules.items():
             steady = steady_time(rates, rule)
@@ -174,8 +227,15 @@ def drift_by_warmup(series: pd.DataFrame, window_s: int, settings: WarmupSetting
         for label, warmup_s in candidates:
             found = drift_after(rates, warmup_s, window_s)
             if found is not None:
-                rows.append({**dict(zip(SERIES_KEYS, key)), "warmup": label, "warmup_s": warmup_s, **found,
-                             "of_plateau": found["rps"] / plateau if plateau else np.nan})
+                rows.append(
+                    {
+                        **dict(zip(SERIES_KEYS, key)),
+                        "warmup": label,
+                        "warmup_s": warmup_s,
+                        **found,
+                        "of_plateau": found["rps"] / plateau if plateau else np.nan,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -186,14 +246,25 @@ def drift_summary(drift: pd.DataFrame) -> pd.DataFrame:
     if drift.empty:
         return pd.DataFrame()
     order = {label: i for i, label in enumerate(dict.fromkeys(drift["warmup"]))}
-    summary = drift.groupby(["app", "warmup"], sort=False).agg(
-        series=("drifted", "size"), drifted=("drifted", "sum"), median_rise=("rise", "median"),
-        largest_rise=("rise", lambda r: r.loc[r.abs().idxmax()] if r.notna().any() else np.nan),
-        median_of_plateau=("of_plateau", "median"), lowest_of_plateau=("of_plateau", "min"),
-        mean_warmup_s=("warmup_s", "mean")).reset_index()
+    summary = (
+        drift.groupby(["app", "warmup"], sort=False)
+        .agg(
+            series=("drifted", "size"),
+            drifted=("drifted", "sum"),
+            median_rise=("rise", "median"),
+            largest_rise=("rise", lambda r: r.loc[r.abs().idxmax()] if r.notna().any() else np.nan),
+            median_of_plateau=("of_plateau", "median"),
+            lowest_of_plateau=("of_plateau", "min"),
+            mean_warmup_s=("warmup_s", "mean"),
+        )
+        .reset_index()
+    )
     summary["drifted"] = summary["drifted"].astype(int)
-    return summary.sort_values(["app", "warmup"], key=lambda c: c.map(order) if c.name == "warmup" else c,
-                               ignore_index=True)
+    return summary.sort_values(
+        ["app", "warmup"],
+        key=lambda c: c.map(order) if c.name == "warmup" else c,
+        ignore_index=True,
+    )
 
 
 def rate_chart(series: pd.DataFrame, marks: Sequence[float] = (5, 30)) -> alt.TopLevelMixin:
@@ -201,26 +272,53 @@ def rate_chart(series: pd.DataFrame, marks: Sequence[float] = (5, 30)) -> alt.To
     sidecar counts, one panel per app; rules at the warm-ups in marks."""
 
     data = series.copy()
-    data["plateau"] = data.groupby(SERIES_KEYS)["rps"].transform(lambda r: r.iloc[-max(1, len(r) // 3):].mean())
+    data["plateau"] = data.groupby(SERIES_KEYS)["rps"].transform(
+        lambda r: r.iloc[-max(1, len(r) // 3) :].mean()
+    )
     data["of_plateau"] = data["rps"] / data["plateau"]
     data = data.groupby(["app", "vcpu", "second"], as_index=False)["of_plateau"].median()
     data["vCPU"] = data["vcpu"].map(lambda v: f"{v:g}")
     data["App"] = data["app"].map(APP_NAMES).fillna(data["app"])
-    base = alt.Chart(data).mark_line(strokeWidth=1.6).encode(
-        x=alt.X("second:Q", title="Seconds of load since the app was ready"),
-        y=alt.Y("of_plateau:Q", title="Rate over its plateau (last third)", axis=alt.Axis(format="%"),
-                scale=alt.Scale(zero=True)),
-        color=alt.Color("vCPU:N", title="vCPU", sort=sorted(data["vCPU"].unique(), key=float)),
-        tooltip=["App:N", "vCPU:N", "second:Q", alt.Tooltip("of_plateau:Q", format=".0%")])
-    rules = alt.Chart(pd.DataFrame({"second": list(marks), "label": [f"{m:g} s" for m in marks]})).mark_rule(
-        strokeDash=[4, 3], color="#555").encode(x="second:Q")
+    base = (
+        alt.Chart(data)
+        .mark_line(strokeWidth=1.6)
+        .encode(
+            x=alt.X("second:Q", title="Seconds of load since the app was ready"),
+            y=alt.Y(
+                "of_plateau:Q",
+                title="Rate over its plateau (last third)",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(zero=True),
+            ),
+            color=alt.Color("vCPU:N", title="vCPU", sort=sorted(data["vCPU"].unique(), key=float)),
+            tooltip=["App:N", "vCPU:N", "second:Q", alt.Tooltip("of_plateau:Q", format=".0%")],
+        )
+    )
+    rules = (
+        alt.Chart(pd.DataFrame({"second": list(marks), "label": [f"{m:g} s" for m in marks]}))
+        .mark_rule(strokeDash=[4, 3], color="#555")
+        .encode(x="second:Q")
+    )
     labels = rules.mark_text(align="left", dx=3, y=8, color="#555").encode(text="label:N")
-    panels = [alt.layer(base.transform_filter(alt.datum.App == name), rules, labels).properties(
-        title=name, width=330, height=200) for name in dict.fromkeys(data["App"])]
-    return alt.hconcat(*panels).resolve_scale(color="shared").properties(title=alt.Title(
-            "How long each app warms up: its rate in each second over its plateau",
-            subtitle=["Median over the repetitions and the idle sidecar counts measured; plateau: the series' last third. "
-                      "Dashed: the fixed warm-ups 5 s (today) and 30 s."]))
+    panels = [
+        alt.layer(base.transform_filter(alt.datum.App == name), rules, labels).properties(
+            title=name, width=330, height=200
+        )
+        for name in dict.fromkeys(data["App"])
+    ]
+    return (
+        alt.hconcat(*panels)
+        .resolve_scale(color="shared")
+        .properties(
+            title=alt.Title(
+                "How long each app warms up: its rate in each second over its plateau",
+                subtitle=[
+                    "Median over the repetitions and the idle sidecar counts measured; plateau: the series' last third. "
+                    "Dashed: the fixed warm-ups 5 s (today) and 30 s."
+                ],
+            )
+        )
+    )
 
 
 def _replace(path: Path, text: str) -> None:
@@ -229,28 +327,46 @@ def _replace(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_outputs(out: Path, series: pd.DataFrame, args: argparse.Namespace, settings: WarmupSettings,
-                  window_s: float, chart: bool = False) -> pd.DataFrame:
+def write_outputs(
+    out: Path,
+    series: pd.DataFrame,
+    args: argparse.Namespace,
+    settings: WarmupSettings,
+    window_s: float,
+    chart: bool = False,
+) -> pd.DataFrame:
     """rates.csv (the raw series), and from it warmup-study.md and drift-by-warmup.csv, each replaced whole (never
     half-written), and with chart the rate chart (warmup-study.png, .html). Returns the per-series table."""
     _replace(out / "rates.csv", series.to_csv(index=False))
-    rows = [{**dict(zip(SERIES_KEYS, key)), **describe(group.sort_values("second")["rps"].tolist(), settings)}
-            for key, group in series.groupby(SERIES_KEYS, sort=False)]
+    rows = [
+        {
+            **dict(zip(SERIES_KEYS, key)),
+            **describe(group.sort_values("second")["rps"].tolist(), settings),
+        }
+        for key, group in series.groupby(SERIES_KEYS, sort=False)
+    ]
     table = pd.DataFrame(rows)
     drift = drift_by_warmup(series, int(window_s), settings)
     _replace(out / "drift-by-warmup.csv", drift.to_csv(index=False))
     summary = drift_summary(drift)
-    _replace(out / "warmup-study.md",
-             f"# When the rate stops rising ({args.seconds:g} s of load, preset {args.preset}, until_steady rule "
-             f"window {settings.window_s:g} s, tolerance {settings.tolerance:g}, max {settings.max_s:g} s)\n\n"
-             + table.to_markdown(index=False, floatfmt=".3g") + "\n\n"
-             f"## The drift rule on the {window_s:g} s window each warm-up leaves\n\n"
-             "The window is cut from the same continuous series; `until_steady`: the rule's stop on the series, "
-             "rounded up to a whole second (its cap where it never settles); the longer windows' rules cap at "
-             f"{STEADY_MAX_S:g} s. of_plateau: the window's rate over the series' last third (a window that reaches "
-             "into the last third is partly compared with itself).\n\n"
-             + (summary.to_markdown(index=False, floatfmt=".3g") if not summary.empty else "(no series long enough)")
-             + "\n")
+    _replace(
+        out / "warmup-study.md",
+        f"# When the rate stops rising ({args.seconds:g} s of load, preset {args.preset}, until_steady rule "
+        f"window {settings.window_s:g} s, tolerance {settings.tolerance:g}, max {settings.max_s:g} s)\n\n"
+        + table.to_markdown(index=False, floatfmt=".3g")
+        + "\n\n"
+        f"## The drift rule on the {window_s:g} s window each warm-up leaves\n\n"
+        "The window is cut from the same continuous series; `until_steady`: the rule's stop on the series, "
+        "rounded up to a whole second (its cap where it never settles); the longer windows' rules cap at "
+        f"{STEADY_MAX_S:g} s. of_plateau: the window's rate over the series' last third (a window that reaches "
+        "into the last third is partly compared with itself).\n\n"
+        + (
+            summary.to_markdown(index=False, floatfmt=".3g")
+            if not summary.empty
+            else "(no series long enough)"
+        )
+        + "\n",
+    )
     if chart and not series.empty:
         save_chart(rate_chart(series), out, "warmup-study", formats=("html", "png"))
     return table

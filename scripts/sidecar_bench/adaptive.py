@@ -50,17 +50,30 @@ class AdaptiveSettings:
     tail_share: float | None = 0.02
 
     def __post_init__(self) -> None:
-        if self.max_repeats is not None and (isinstance(self.max_repeats, bool) or not isinstance(self.max_repeats, int)
-                                             or self.max_repeats < 1):
-            raise ConfigError(f"adaptive.max_repeats: {self.max_repeats!r} is not a whole number >= 1 or null")
+        if self.max_repeats is not None and (
+            isinstance(self.max_repeats, bool)
+            or not isinstance(self.max_repeats, int)
+            or self.max_repeats < 1
+        ):
+            raise ConfigError(
+                f"adaptive.max_repeats: {self.max_repeats!r} is not a whole number >= 1 or null"
+            )
         for key in METRIC_COLUMNS:
             value = getattr(self, key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or value <= 0):
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value <= 0
+            ):
                 raise ConfigError(f"adaptive.{key}: {value!r} is not a number > 0 or null")
-        if self.max_repeats is not None and all(getattr(self, key) is None for key in METRIC_COLUMNS):
-            raise ConfigError(f"adaptive.max_repeats: {self.max_repeats} with every target (rps, p99, tail_share) "
-                              "null: nothing could add a repetition")
+        if self.max_repeats is not None and all(
+            getattr(self, key) is None for key in METRIC_COLUMNS
+        ):
+            raise ConfigError(
+                f"adaptive.max_repeats: {self.max_repeats} with every target (rps, p99, tail_share) "
+                "null: nothing could add a repetition"
+            )
 
     def cap(self, planned: int) -> int:
         """The most repetitions a condition can get: max_repeats, or the planned ones when off."""
@@ -72,8 +85,10 @@ class AdaptiveSettings:
     def check(self, planned: int, where: str = "adaptive") -> None:
         """Refuse a cap below the planned repetitions (say, --config repeats=8 with max_repeats 6)."""
         if self.max_repeats is not None and self.max_repeats < planned:
-            raise ConfigError(f"{where}.max_repeats: {self.max_repeats} is below the {planned} planned repeats; "
-                              "raise it or lower repeats")
+            raise ConfigError(
+                f"{where}.max_repeats: {self.max_repeats} is below the {planned} planned repeats; "
+                "raise it or lower repeats"
+            )
 
     def targets(self) -> dict[str, float | None]:
         return {key: getattr(self, key) for key in METRIC_COLUMNS}
@@ -118,8 +133,10 @@ def judge(rows: Iterable[Mapping[str, Any]], settings: AdaptiveSettings) -> list
     """Each checked metric of the runs (per-run rows as stats.summarise_run gives them):
     its value, interval, width and target, and whether it is wider than the target."""
     rows = [row for row in rows if row.get("status", "measured") != "failed"]
-    values = {metric: [float(row[column]) for row in rows if row.get(column) is not None]
-              for metric, column in METRIC_COLUMNS.items()}
+    values = {
+        metric: [float(row[column]) for row in rows if row.get(column) is not None]
+        for metric, column in METRIC_COLUMNS.items()
+    }
     # Imported here: the workflow imports this module to read decisions while it parses the Snakefile, and
     # repstats brings scipy.stats, about a second of every snakemake invocation's start.
     from . import repstats
@@ -129,14 +146,26 @@ def judge(rows: Iterable[Mapping[str, Any]], settings: AdaptiveSettings) -> list
     for metric in METRIC_COLUMNS:
         target = getattr(settings, metric)
         # P99 for unimodal runs, the tail share for bimodal ones (flags: compare a B cell by its tail share).
-        if target is None or (metric == "p99" and is_bimodal) or (metric == "tail_share" and not is_bimodal
-                                                                   and settings.p99 is not None):
+        if (
+            target is None
+            or (metric == "p99" and is_bimodal)
+            or (metric == "tail_share" and not is_bimodal and settings.p99 is not None)
+        ):
             continue
         estimate = repstats.mean_interval(values[metric])
         width = _width(metric, estimate)
-        checked.append({"metric": metric, "value": estimate.value, "lo": estimate.lo, "hi": estimate.hi,
-                        "half_width": width, "target": target, "wide": width > target,
-                        "bimodal": is_bimodal})
+        checked.append(
+            {
+                "metric": metric,
+                "value": estimate.value,
+                "lo": estimate.lo,
+                "hi": estimate.hi,
+                "half_width": width,
+                "target": target,
+                "wide": width > target,
+                "bimodal": is_bimodal,
+            }
+        )
     return checked
 
 
@@ -146,32 +175,51 @@ def _period(rows: list[Mapping[str, Any]]) -> float:
     return periods[0] if periods else flags.DEFAULT_PERIOD_MS
 
 
-def decide(condition_id: str, rows: list[Mapping[str, Any]], settings: AdaptiveSettings, planned: int) -> dict:
+def decide(
+    condition_id: str, rows: list[Mapping[str, Any]], settings: AdaptiveSettings, planned: int
+) -> dict:
     """Whether the condition gets repetition len(rows) + 1, and why (a decision record)."""
     runs = len(rows)
     cap = settings.cap(planned)
     failed = sorted(int(row.get("repeat", 0)) for row in rows if row.get("status") == "failed")
     checked = judge(rows, settings)
     wide = [m for m in checked if m["wide"]]
-    described = "; ".join(f"{m['metric']}{' (bimodal P99)' if m['bimodal'] and m['metric'] == 'tail_share' else ''} "
-                          f"{width_text(m['metric'], m['half_width'])} "
-                          f"{'>' if m['wide'] else '<='} target {target_text(m['metric'], m['target'])}"
-                          for m in (wide or checked))
+    described = "; ".join(
+        f"{m['metric']}{' (bimodal P99)' if m['bimodal'] and m['metric'] == 'tail_share' else ''} "
+        f"{width_text(m['metric'], m['half_width'])} "
+        f"{'>' if m['wide'] else '<='} target {target_text(m['metric'], m['target'])}"
+        for m in (wide or checked)
+    )
     if failed:
-        add, why = False, f"no repetition added: repetition {failed[0]} failed (the failure is the finding)"
+        add, why = (
+            False,
+            f"no repetition added: repetition {failed[0]} failed (the failure is the finding)",
+        )
     elif not wide:
         add, why = False, f"{runs} repetitions are enough: {described}"
     elif runs >= cap:
-        add, why = False, f"no repetition beyond {runs}: the cap (adaptive.max_repeats {cap}) is reached; {described}"
+        add, why = (
+            False,
+            f"no repetition beyond {runs}: the cap (adaptive.max_repeats {cap}) is reached; {described}",
+        )
     else:
         add, why = True, f"repetition {runs + 1} added: {described} ({runs} runs, at most {cap})"
-    return {"condition": condition_id, "runs": runs, "planned": planned, "cap": cap, "add": add,
-            "reason": f"{condition_id}: {why}", "metrics": [_jsonable(m) for m in checked]}
+    return {
+        "condition": condition_id,
+        "runs": runs,
+        "planned": planned,
+        "cap": cap,
+        "add": add,
+        "reason": f"{condition_id}: {why}",
+        "metrics": [_jsonable(m) for m in checked],
+    }
 
 
 def _jsonable(metric: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: (None if isinstance(value, float) and not math.isfinite(value) else value)
-            for key, value in metric.items()}
+    return {
+        key: (None if isinstance(value, float) and not math.isfinite(value) else value)
+        for key, value in metric.items()
+    }
 
 
 def write_decision(path: str | Path, decision: Mapping[str, Any]) -> Path:
@@ -188,8 +236,9 @@ def read_decisions(path: str | Path) -> list[dict[str, Any]]:
     return json.loads(Path(path).read_text())["decisions"]
 
 
-def decide_files(run_files: Iterable[str | Path], settings: AdaptiveSettings, planned: int,
-                 out: str | Path) -> list[dict[str, Any]]:
+def decide_files(
+    run_files: Iterable[str | Path], settings: AdaptiveSettings, planned: int, out: str | Path
+) -> list[dict[str, Any]]:
     """Checkpoint decide_repeat: summarise a round's run files (stats.summarise_run), decide for each
     condition on its runs, write {"decisions": [...]} to out."""
     from .stats import summarise_run
@@ -198,7 +247,9 @@ def decide_files(run_files: Iterable[str | Path], settings: AdaptiveSettings, pl
     for path in run_files:
         row = summarise_run(path)
         rows.setdefault(row["condition_id"], []).append(row)
-    decisions = [decide(cid, sorted(runs, key=lambda r: int(r["repeat"])), settings, planned)
-                 for cid, runs in sorted(rows.items())]
+    decisions = [
+        decide(cid, sorted(runs, key=lambda r: int(r["repeat"])), settings, planned)
+        for cid, runs in sorted(rows.items())
+    ]
     write_decision(out, {"decisions": decisions})
     return decisions

@@ -46,7 +46,9 @@ from .stats import DEFAULT_PERIOD_MS
 # Rule parameters, in units that mean something for CFS throttling.
 JUMP_PERIOD_FRACTION = 0.5  # a rise of half a period: requests now wait for a later period
 CROSSING_MARGIN_MS = 2.0  # P99 within 2 ms of a period multiple is still "at" that multiple
-PERIOD_RISE_FRACTION = 0.05  # a "period" break must also rise by 5 % of a period (5 ms): 101.5 -> 102.5 is noise
+PERIOD_RISE_FRACTION = (
+    0.05  # a "period" break must also rise by 5 % of a period (5 ms): 101.5 -> 102.5 is noise
+)
 TAIL_PERIODS = (1, 2, 3)  # tail shares slower than k CFS periods (summary columns slow_<k>p_share)
 TAIL_RISE_SHARE = 0.01  # one response in a hundred more waiting k periods: the share that moves P99
 
@@ -71,7 +73,9 @@ class Assessment:
     loads: int
 
 
-def period_level(p99_ms: float, period_ms: float = DEFAULT_PERIOD_MS, margin_ms: float = CROSSING_MARGIN_MS) -> int:
+def period_level(
+    p99_ms: float, period_ms: float = DEFAULT_PERIOD_MS, margin_ms: float = CROSSING_MARGIN_MS
+) -> int:
     """How many CFS period multiples k*T (k >= 1) P99 lies above by more than the margin."""
     if p99_ms <= margin_ms:
         return 0
@@ -93,14 +97,27 @@ def _pooled(loads, p99, p99_lo, p99_hi, successful, tails) -> pd.DataFrame:
     if successful is not None:
         # No successful response: the worst point, not a missing one.
         p99 = np.where(np.isnan(p99) & (np.asarray(successful, dtype=float) == 0), math.inf, p99)
-    frame = pd.DataFrame({"load": np.asarray(loads, dtype=float), "p99": p99,
-                          "p99_lo": _column(p99_lo, n, p99), "p99_hi": _column(p99_hi, n, p99)})
+    frame = pd.DataFrame(
+        {
+            "load": np.asarray(loads, dtype=float),
+            "p99": p99,
+            "p99_lo": _column(p99_lo, n, p99),
+            "p99_hi": _column(p99_hi, n, p99),
+        }
+    )
     for k, (share, lo, hi) in (tails or {}).items():
         share = np.asarray(share, dtype=float)
-        frame[f"t{k}"], frame[f"t{k}_lo"], frame[f"t{k}_hi"] = share, _column(lo, n, share), _column(hi, n, share)
+        frame[f"t{k}"], frame[f"t{k}_lo"], frame[f"t{k}_hi"] = (
+            share,
+            _column(lo, n, share),
+            _column(hi, n, share),
+        )
     frame = frame.dropna(subset=["load", "p99"])
-    agg = {c: ("min" if c.endswith("_lo") else "max" if c.endswith("_hi") else "mean")
-           for c in frame.columns if c != "load"}
+    agg = {
+        c: ("min" if c.endswith("_lo") else "max" if c.endswith("_hi") else "mean")
+        for c in frame.columns
+        if c != "load"
+    }
     return frame.groupby("load", sort=True).agg(agg)
 
 
@@ -115,7 +132,8 @@ def steps(
     p99_hi: Sequence[float] | None = None,
     *,
     successful: Sequence[float] | None = None,
-    tails: dict[int, tuple[Sequence[float], Sequence[float] | None, Sequence[float] | None]] | None = None,
+    tails: dict[int, tuple[Sequence[float], Sequence[float] | None, Sequence[float] | None]]
+    | None = None,
     period_ms: float = DEFAULT_PERIOD_MS,
     jump_fraction: float = JUMP_PERIOD_FRACTION,
     margin_ms: float = CROSSING_MARGIN_MS,
@@ -133,16 +151,28 @@ def steps(
             rise = after - before
             if rise >= jump_fraction * period_ms:
                 reason = "jump"
-            elif (rise >= period_rise_fraction * period_ms
-                  and period_level(after, period_ms, margin_ms) > period_level(before, period_ms, margin_ms)):
+            elif rise >= period_rise_fraction * period_ms and period_level(
+                after, period_ms, margin_ms
+            ) > period_level(before, period_ms, margin_ms):
                 reason = "period"
         if reason:
             low_after, high_before = right["p99_lo"].min(), left["p99_hi"].max()
             clear = low_after > high_before
-            evidence = (f"P99 {_fmt(before)} -> {_fmt(after)} ms ({reason}); from {loads[i]:g}% on P99 >= "
-                        f"{_fmt(low_after)} ms {'>' if clear else '<='} {_fmt(high_before)} ms, the highest before")
-            found.append(BreakingPoint(float(loads[i - 1]), float(loads[i]), float(before), float(after), reason,
-                                       BREAK if clear else WITHIN_NOISE, evidence))
+            evidence = (
+                f"P99 {_fmt(before)} -> {_fmt(after)} ms ({reason}); from {loads[i]:g}% on P99 >= "
+                f"{_fmt(low_after)} ms {'>' if clear else '<='} {_fmt(high_before)} ms, the highest before"
+            )
+            found.append(
+                BreakingPoint(
+                    float(loads[i - 1]),
+                    float(loads[i]),
+                    float(before),
+                    float(after),
+                    reason,
+                    BREAK if clear else WITHIN_NOISE,
+                    evidence,
+                )
+            )
             if clear:
                 continue
         for k in sorted(tails or {}):
@@ -151,19 +181,37 @@ def steps(
                 continue
             low_after, high_before = right[f"t{k}_lo"].min(), left[f"t{k}_hi"].max()
             clear = low_after > high_before
-            evidence = (f"share slower than {k} period{'' if k == 1 else 's'} {share_before:.1%} -> {share_after:.1%}; from "
-                        f"{loads[i]:g}% on >= {low_after:.1%} {'>' if clear else '<='} {high_before:.1%}, the highest before")
-            found.append(BreakingPoint(float(loads[i - 1]), float(loads[i]), float(before), float(after),
-                                       f"tail>{k}T", BREAK if clear else WITHIN_NOISE, evidence))
+            evidence = (
+                f"share slower than {k} period{'' if k == 1 else 's'} {share_before:.1%} -> {share_after:.1%}; from "
+                f"{loads[i]:g}% on >= {low_after:.1%} {'>' if clear else '<='} {high_before:.1%}, the highest before"
+            )
+            found.append(
+                BreakingPoint(
+                    float(loads[i - 1]),
+                    float(loads[i]),
+                    float(before),
+                    float(after),
+                    f"tail>{k}T",
+                    BREAK if clear else WITHIN_NOISE,
+                    evidence,
+                )
+            )
             if clear:
                 break
     return found
 
 
-def breaking_point(loads_pct: Sequence[float], p99_ms: Sequence[float], p99_lo: Sequence[float] | None = None,
-                   p99_hi: Sequence[float] | None = None, **rule) -> BreakingPoint | None:
+def breaking_point(
+    loads_pct: Sequence[float],
+    p99_ms: Sequence[float],
+    p99_lo: Sequence[float] | None = None,
+    p99_hi: Sequence[float] | None = None,
+    **rule,
+) -> BreakingPoint | None:
     """The first step of a load sweep that breaks (see the module docstring), or None."""
-    return next((s for s in steps(loads_pct, p99_ms, p99_lo, p99_hi, **rule) if s.verdict == BREAK), None)
+    return next(
+        (s for s in steps(loads_pct, p99_ms, p99_lo, p99_hi, **rule) if s.verdict == BREAK), None
+    )
 
 
 def assess(loads_pct, p99_ms, p99_lo=None, p99_hi=None, **rule) -> Assessment:
@@ -180,13 +228,27 @@ def assess(loads_pct, p99_ms, p99_lo=None, p99_hi=None, **rule) -> Assessment:
 
 def assess_rows(rows: pd.DataFrame, period_ms: float | None = None) -> Assessment:
     """Assess a sweep given as summary rows (total_sidecar_load_pct, p99_ms[_lo/_hi], successful, slow_<k>p_share...)."""
+
     def col(name):
         return rows[name] if name in rows.columns else None
 
     if period_ms is None:
-        period_ms = float(rows["period_ms"].median()) if "period_ms" in rows and rows["period_ms"].notna().any() \
+        period_ms = (
+            float(rows["period_ms"].median())
+            if "period_ms" in rows and rows["period_ms"].notna().any()
             else DEFAULT_PERIOD_MS
-    tails = {k: (rows[f"slow_{k}p_share"], col(f"slow_{k}p_share_lo"), col(f"slow_{k}p_share_hi"))
-             for k in TAIL_PERIODS if f"slow_{k}p_share" in rows.columns}
-    return assess(rows["total_sidecar_load_pct"], rows["p99_ms"], col("p99_ms_lo"), col("p99_ms_hi"),
-                  successful=col("successful"), tails=tails or None, period_ms=period_ms)
+        )
+    tails = {
+        k: (rows[f"slow_{k}p_share"], col(f"slow_{k}p_share_lo"), col(f"slow_{k}p_share_hi"))
+        for k in TAIL_PERIODS
+        if f"slow_{k}p_share" in rows.columns
+    }
+    return assess(
+        rows["total_sidecar_load_pct"],
+        rows["p99_ms"],
+        col("p99_ms_lo"),
+        col("p99_ms_hi"),
+        successful=col("successful"),
+        tails=tails or None,
+        period_ms=period_ms,
+    )

@@ -31,9 +31,25 @@ import pandas as pd
 from .conditions import Condition
 
 DEFAULT_MEMORY_MB = 2048
-CALIBRATION_COLUMNS = ["app", "level", "vcpu", "no_limit", "condition_id", "source", "repeats", "rps", "rps_lo",
-                       "rps_hi", "app_cpu_pct", "throttled_share", "host_busy_pct", "app_cost_ms", "app_cost_ms_lo",
-                       "app_cost_ms_hi", "flags"]
+CALIBRATION_COLUMNS = [
+    "app",
+    "level",
+    "vcpu",
+    "no_limit",
+    "condition_id",
+    "source",
+    "repeats",
+    "rps",
+    "rps_lo",
+    "rps_hi",
+    "app_cpu_pct",
+    "throttled_share",
+    "host_busy_pct",
+    "app_cost_ms",
+    "app_cost_ms_lo",
+    "app_cost_ms_hi",
+    "flags",
+]
 
 
 @dataclass(frozen=True)
@@ -48,7 +64,7 @@ class CalibrationCell:
 
 
 def level_name(vcpu: float, no_limit: bool) -> str:
-    """"0.25 vCPU", or "no limit (2 vCPU = the host's CPUs)"."""
+    """ "0.25 vCPU", or "no limit (2 vCPU = the host's CPUs)"."""
     return f"no limit ({vcpu:g} vCPU = the host's CPUs)" if no_limit else f"{vcpu:g} vCPU"
 
 
@@ -78,8 +94,11 @@ def calibration_cells(conditions: Iterable[Condition], no_limit: float) -> list[
             condition = Condition(app, vcpu, memory, 0, 0)
             is_no_limit = math.isclose(vcpu, no_limit)
             previous = cells.get(condition.id)
-            cells[condition.id] = CalibrationCell(condition, is_no_limit or bool(previous and previous.no_limit),
-                                                  condition.id in in_matrix)
+            cells[condition.id] = CalibrationCell(
+                condition,
+                is_no_limit or bool(previous and previous.no_limit),
+                condition.id in in_matrix,
+            )
     return sorted(cells.values(), key=lambda cell: (cell.condition.app, cell.condition.vcpu))
 
 
@@ -88,8 +107,10 @@ def cell_condition(cells: Iterable[CalibrationCell], condition_id: str) -> Condi
     for cell in cells:
         if cell.condition.id == condition_id:
             return cell.condition
-    raise ValueError(f"condition {condition_id!r} is not a calibration condition of this preset "
-                     f"({', '.join(c.condition.id for c in cells)})")
+    raise ValueError(
+        f"condition {condition_id!r} is not a calibration condition of this preset "
+        f"({', '.join(c.condition.id for c in cells)})"
+    )
 
 
 def run_path(preset: str, cell: CalibrationCell, repeat: int) -> str:
@@ -100,8 +121,9 @@ def run_path(preset: str, cell: CalibrationCell, repeat: int) -> str:
     return f"results/{preset}/calibration/runs/{cid}/rep{repeat}.parquet"
 
 
-def calibration_table(summary: pd.DataFrame, no_limit: float | None = None,
-                      in_matrix: Iterable[str] = ()) -> pd.DataFrame:
+def calibration_table(
+    summary: pd.DataFrame, no_limit: float | None = None, in_matrix: Iterable[str] = ()
+) -> pd.DataFrame:
     """One row per app and level from the calibration runs' condition summary (with the cost columns).
 
     no_limit: the vCPU of the no-limit level; in_matrix: ids of the calibration conditions that are the
@@ -113,8 +135,14 @@ def calibration_table(summary: pd.DataFrame, no_limit: float | None = None,
         vcpu = float(cond["vcpu"])
         unlimited = no_limit is not None and math.isclose(vcpu, float(no_limit))
         row = {c: cond.get(c) for c in CALIBRATION_COLUMNS if c in summary.columns}
-        row.update({"level": level_name(vcpu, unlimited), "vcpu": vcpu, "no_limit": bool(unlimited),
-                    "source": "matrix" if cond["condition_id"] in in_matrix else "calibration run"})
+        row.update(
+            {
+                "level": level_name(vcpu, unlimited),
+                "vcpu": vcpu,
+                "no_limit": bool(unlimited),
+                "source": "matrix" if cond["condition_id"] in in_matrix else "calibration run",
+            }
+        )
         rows.append(row)
     frame = pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
     return frame.sort_values(["app", "vcpu"], kind="stable").reset_index(drop=True)

@@ -30,8 +30,10 @@ def measure(condition_id: str, run_files: Iterable[str | Path]) -> dict[str, Any
     rows = [summarise_run(path) for path in sorted(map(str, run_files))]
     measured = [row for row in rows if row["status"] == MEASURED]
     if not measured:
-        raise CapacityError(f"{condition_id}: no measured run among {len(rows)} run files: no capacity to take "
-                            "an open-loop rate from (its runs failed)")
+        raise CapacityError(
+            f"{condition_id}: no measured run among {len(rows)} run files: no capacity to take "
+            "an open-loop rate from (its runs failed)"
+        )
     wrong = sorted({row["condition_id"] for row in measured} - {condition_id})
     if wrong:
         raise CapacityError(f"capacity of {condition_id}: run files of {', '.join(wrong)} given")
@@ -61,8 +63,12 @@ def read(path: str | Path) -> dict[str, Any]:
         record = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise CapacityError(f"{path}: not a capacity file ({err})") from None
-    if record.get("format") != CAPACITY_FORMAT or not isinstance(record.get("rps_mean"), (int, float)):
-        raise CapacityError(f"{path}: not a capacity file of format {CAPACITY_FORMAT} with rps_mean")
+    if record.get("format") != CAPACITY_FORMAT or not isinstance(
+        record.get("rps_mean"), (int, float)
+    ):
+        raise CapacityError(
+            f"{path}: not a capacity file of format {CAPACITY_FORMAT} with rps_mean"
+        )
     return record
 
 

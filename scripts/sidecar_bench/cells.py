@@ -34,6 +34,7 @@ NOT_FOR = {
 
 # --- flags -----------------------------------------------------------------------------------------
 
+
 def codes_of(value) -> list[str]:
     """Flag codes from a summary's `flags` cell ("a,b"; "" or missing: none), in FLAGS order."""
     if not isinstance(value, str) or not value:
@@ -61,10 +62,13 @@ def between(rows: pd.DataFrame, base: pd.DataFrame, metric: str = "rps") -> Esti
 def ratios_over(rows: pd.DataFrame, base: pd.Series, metric: str = "rps") -> tuple[np.ndarray, ...]:
     """Each row's metric over one base condition's (retention, memory gain): values, lo, hi arrays."""
     found = [condition_ratio(row, base, metric) for _, row in rows.iterrows()]
-    return tuple(np.array([getattr(f, k) for f in found], dtype="float64") for k in ("value", "lo", "hi"))
+    return tuple(
+        np.array([getattr(f, k) for f in found], dtype="float64") for k in ("value", "lo", "hi")
+    )
 
 
 # --- which conditions ------------------------------------------------------------------------------
+
 
 def baseline_memory(summary: pd.DataFrame) -> int:
     """2048 MB (the article's default) if the matrix has it, else the most common memory limit."""
@@ -82,8 +86,13 @@ def measured_only(summary: pd.DataFrame) -> pd.DataFrame:
     return summary[pd.to_numeric(summary["repeats"], errors="coerce").fillna(1) > 0]
 
 
-def runs_of(summary: pd.DataFrame, app: str | None = None, vcpu: float | None = None,
-            sidecar_count: int | None = None, memory_mb: int | None = None) -> pd.DataFrame:
+def runs_of(
+    summary: pd.DataFrame,
+    app: str | None = None,
+    vcpu: float | None = None,
+    sidecar_count: int | None = None,
+    memory_mb: int | None = None,
+) -> pd.DataFrame:
     rows = summary
     if app is not None:
         rows = rows[rows["app"] == app]
@@ -137,36 +146,79 @@ def knob_rows(summary: pd.DataFrame) -> pd.DataFrame:
             found = []
             for _, row in pd.concat([base, knobbed]).iterrows():
                 ratio_found = between(row.to_frame().T, base, "rps") if len(base) == 1 else NO_RATIO
-                p99_found = between(row.to_frame().T, base, "p99_ms") if len(base) == 1 else NO_RATIO
-                found.append({
-                    **dict(zip(setups, key)), "knobs": row["knobs"] or ARTICLE_SETTINGS,
-                    "rps": row.get("rps"), "rps_lo": row.get("rps_lo", math.nan), "rps_hi": row.get("rps_hi", math.nan),
-                    **ratio_record("rps_vs_article_settings", ratio_found),
-                    "p99_ms": row.get("p99_ms"), "p99_ms_lo": row.get("p99_ms_lo", math.nan),
-                    "p99_ms_hi": row.get("p99_ms_hi", math.nan),
-                    **ratio_record("p99_vs_article_settings", p99_found),
-                    "period_ms": row.get("period_ms"), "slow_1p_share": row.get("slow_1p_share"),
-                    "sidecars_cpu_pct": row.get("sidecars_cpu_pct"), "app_cpu_pct": row.get("app_cpu_pct"),
-                    "nr_throttled": row.get("nr_throttled"),
-                    "throttled_share": row.get("throttled_share"), "throttled_s": row.get("throttled_s"),
-                    "nr_bursts": row.get("nr_bursts", math.nan), "burst_s": row.get("burst_s", math.nan),
-                    "repeats": row.get("repeats", math.nan), "flags": row.get("flags", ""),
-                })
-            order = sorted((r for r in found if r["knobs"] != ARTICLE_SETTINGS),
-                           key=lambda r: -(r["rps_vs_article_settings"] if math.isfinite(
-                               float(r["rps_vs_article_settings"])) else -math.inf))
+                p99_found = (
+                    between(row.to_frame().T, base, "p99_ms") if len(base) == 1 else NO_RATIO
+                )
+                found.append(
+                    {
+                        **dict(zip(setups, key)),
+                        "knobs": row["knobs"] or ARTICLE_SETTINGS,
+                        "rps": row.get("rps"),
+                        "rps_lo": row.get("rps_lo", math.nan),
+                        "rps_hi": row.get("rps_hi", math.nan),
+                        **ratio_record("rps_vs_article_settings", ratio_found),
+                        "p99_ms": row.get("p99_ms"),
+                        "p99_ms_lo": row.get("p99_ms_lo", math.nan),
+                        "p99_ms_hi": row.get("p99_ms_hi", math.nan),
+                        **ratio_record("p99_vs_article_settings", p99_found),
+                        "period_ms": row.get("period_ms"),
+                        "slow_1p_share": row.get("slow_1p_share"),
+                        "sidecars_cpu_pct": row.get("sidecars_cpu_pct"),
+                        "app_cpu_pct": row.get("app_cpu_pct"),
+                        "nr_throttled": row.get("nr_throttled"),
+                        "throttled_share": row.get("throttled_share"),
+                        "throttled_s": row.get("throttled_s"),
+                        "nr_bursts": row.get("nr_bursts", math.nan),
+                        "burst_s": row.get("burst_s", math.nan),
+                        "repeats": row.get("repeats", math.nan),
+                        "flags": row.get("flags", ""),
+                    }
+                )
+            order = sorted(
+                (r for r in found if r["knobs"] != ARTICLE_SETTINGS),
+                key=lambda r: (
+                    -(
+                        r["rps_vs_article_settings"]
+                        if math.isfinite(float(r["rps_vs_article_settings"]))
+                        else -math.inf
+                    )
+                ),
+            )
             for rank, r in enumerate(order, 1):
                 r["rank_by_rps"] = rank
             records += found
-    columns = setups + ["knobs", "rank_by_rps", "rps", "rps_lo", "rps_hi", "rps_vs_article_settings",
-                        "rps_vs_article_settings_lo", "rps_vs_article_settings_hi", "p99_ms", "p99_ms_lo",
-                        "p99_ms_hi", "p99_vs_article_settings", "p99_vs_article_settings_lo",
-                        "p99_vs_article_settings_hi", "period_ms", "slow_1p_share", "app_cpu_pct", "sidecars_cpu_pct",
-                        "nr_throttled", "throttled_share", "throttled_s", "nr_bursts", "burst_s", "repeats", "flags"]
+    columns = setups + [
+        "knobs",
+        "rank_by_rps",
+        "rps",
+        "rps_lo",
+        "rps_hi",
+        "rps_vs_article_settings",
+        "rps_vs_article_settings_lo",
+        "rps_vs_article_settings_hi",
+        "p99_ms",
+        "p99_ms_lo",
+        "p99_ms_hi",
+        "p99_vs_article_settings",
+        "p99_vs_article_settings_lo",
+        "p99_vs_article_settings_hi",
+        "period_ms",
+        "slow_1p_share",
+        "app_cpu_pct",
+        "sidecars_cpu_pct",
+        "nr_throttled",
+        "throttled_share",
+        "throttled_s",
+        "nr_bursts",
+        "burst_s",
+        "repeats",
+        "flags",
+    ]
     return pd.DataFrame(records, columns=columns)
 
 
 # --- names ---------------------------------------------------------------------------------------
+
 
 def setup_name(app: str, vcpu: float, sidecar_count: int) -> str:
     noun = "sidecar" if sidecar_count == 1 else "sidecars"

@@ -128,10 +128,17 @@ class Limits:
         return self.cpu_quota_us / self.cpu_period_us
 
     def as_dict(self) -> dict[str, Any]:
-        return {"cpu_quota_us": self.cpu_quota_us, "cpu_period_us": self.cpu_period_us, "vcpu": self.vcpu,
-                "memory_limit_bytes": self.memory_limit_bytes, "swap_limit_bytes": self.swap_limit_bytes,
-                "cpu_burst_us": self.cpu_burst_us, "cpu_shares": self.cpu_shares, "cpu_weight": self.cpu_weight,
-                "cpuset_cpus": self.cpuset_cpus}
+        return {
+            "cpu_quota_us": self.cpu_quota_us,
+            "cpu_period_us": self.cpu_period_us,
+            "vcpu": self.vcpu,
+            "memory_limit_bytes": self.memory_limit_bytes,
+            "swap_limit_bytes": self.swap_limit_bytes,
+            "cpu_burst_us": self.cpu_burst_us,
+            "cpu_shares": self.cpu_shares,
+            "cpu_weight": self.cpu_weight,
+            "cpuset_cpus": self.cpuset_cpus,
+        }
 
 
 @dataclass(frozen=True)
@@ -223,7 +230,9 @@ def parse_docker_stats(stats: Mapping[str, Any]) -> CgroupCounters:
         nr_throttled=int(throttling.get("throttled_periods", 0)),
         throttled_ns=int(throttling.get("throttled_time", 0)),
         usage_ns=int(cpu["cpu_usage"]["total_usage"]),
-        peak_memory_bytes=_int_or_none(str((stats.get("memory_stats") or {}).get("max_usage", "")) or None),
+        peak_memory_bytes=_int_or_none(
+            str((stats.get("memory_stats") or {}).get("max_usage", "")) or None
+        ),
     )
 
 
@@ -250,12 +259,15 @@ def parse_limits(files: Mapping[str, str]) -> Limits | None:
         quota = period = None
         if V2_FILES[1] in files:
             quota, period = parse_cpu_max(files[V2_FILES[1]])
-        return Limits(cpu_quota_us=quota, cpu_period_us=period,
-                      memory_limit_bytes=_max_or_int(files.get(V2_FILES[3])),
-                      swap_limit_bytes=_max_or_int(files.get(V2_FILES[4])),
-                      cpu_burst_us=_int_or_none(files.get(V2_FILES[5])),
-                      cpu_weight=_int_or_none(files.get(V2_FILES[6])),
-                      cpuset_cpus=_text_or_none(files.get(V2_FILES[7])))
+        return Limits(
+            cpu_quota_us=quota,
+            cpu_period_us=period,
+            memory_limit_bytes=_max_or_int(files.get(V2_FILES[3])),
+            swap_limit_bytes=_max_or_int(files.get(V2_FILES[4])),
+            cpu_burst_us=_int_or_none(files.get(V2_FILES[5])),
+            cpu_weight=_int_or_none(files.get(V2_FILES[6])),
+            cpuset_cpus=_text_or_none(files.get(V2_FILES[7])),
+        )
     return None
 
 
@@ -274,7 +286,9 @@ def limits_from_host_config(host_config: Mapping[str, Any]) -> Limits:
         swap = -1
     else:
         swap = (memsw or 2 * memory) - memory
-    return Limits(cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory, swap_limit_bytes=swap)
+    return Limits(
+        cpu_quota_us=quota, cpu_period_us=period, memory_limit_bytes=memory, swap_limit_bytes=swap
+    )
 
 
 def parse_host_cpu(lines: list[str]) -> HostCpu | None:
@@ -297,7 +311,11 @@ def host_cpu_delta(before: TaskSnapshot, after: TaskSnapshot) -> dict[str, Any] 
     total = after.host.total_ticks - before.host.total_ticks
     if busy < 0 or total < 0:
         raise SnapshotError(f"/proc/stat went backwards (busy {busy}, total {total} ticks)")
-    return {"cpus": after.host.cpus, "busy_s": busy / after.clk_tck, "total_s": total / after.clk_tck}
+    return {
+        "cpus": after.host.cpus,
+        "busy_s": busy / after.clk_tck,
+        "total_s": total / after.clk_tck,
+    }
 
 
 def parse_proc_stat(line: str) -> ProcStat:
@@ -342,13 +360,13 @@ def parse_snapshot(text: str) -> TaskSnapshot:
     ended = False
     for line in text.splitlines():
         if line.startswith("@@file "):
-            current = files.setdefault(line[len("@@file "):], [])
+            current = files.setdefault(line[len("@@file ") :], [])
         elif line.startswith("@@stat "):
             current = None
-            processes.append(parse_proc_stat(line[len("@@stat "):]))
+            processes.append(parse_proc_stat(line[len("@@stat ") :]))
         elif line.startswith("@@cpu "):
             current = None
-            cpu_lines.append(line[len("@@cpu "):])
+            cpu_lines.append(line[len("@@cpu ") :])
         elif line.startswith("@@clk_tck "):
             current = None
             clk_tck = int(line.split()[1])
@@ -371,9 +389,17 @@ def parse_snapshot(text: str) -> TaskSnapshot:
         counters = None
     uptime = float(texts["/proc/uptime"].split()[0]) if "/proc/uptime" in texts else None
     roles = parse_roles(texts.get(ROLES_FILE, ""))
-    return TaskSnapshot(counters=counters, roles=roles, processes=tuple(processes), clk_tck=clk_tck,
-                        uptime_s=uptime, files=texts, limits=parse_limits(texts), host=parse_host_cpu(cpu_lines),
-                        extra=tuple(extra))
+    return TaskSnapshot(
+        counters=counters,
+        roles=roles,
+        processes=tuple(processes),
+        clk_tck=clk_tck,
+        uptime_s=uptime,
+        files=texts,
+        limits=parse_limits(texts),
+        host=parse_host_cpu(cpu_lines),
+        extra=tuple(extra),
+    )
 
 
 def counters_delta(before: CgroupCounters, after: CgroupCounters) -> dict[str, Any]:
@@ -393,10 +419,15 @@ def counters_delta(before: CgroupCounters, after: CgroupCounters) -> dict[str, A
         delta["nr_bursts"] = after.nr_bursts - before.nr_bursts
     if before.burst_ns is not None and after.burst_ns is not None:
         delta["burst_s"] = (after.burst_ns - before.burst_ns) / 1e9
-    negative = [key for key in ("nr_periods", "nr_throttled", "throttled_s", "usage_s", "nr_bursts", "burst_s")
-                if delta.get(key, 0) < 0]
+    negative = [
+        key
+        for key in ("nr_periods", "nr_throttled", "throttled_s", "usage_s", "nr_bursts", "burst_s")
+        if delta.get(key, 0) < 0
+    ]
     if negative:
-        raise SnapshotError(f"cgroup counters went backwards ({', '.join(negative)}): was the container restarted?")
+        raise SnapshotError(
+            f"cgroup counters went backwards ({', '.join(negative)}): was the container restarted?"
+        )
     return delta
 
 
@@ -424,7 +455,9 @@ def role_cpu_seconds(before: TaskSnapshot, after: TaskSnapshot) -> dict[str, flo
     its CPU time would be wrong, and so would the run.
     """
     if not before.roles:
-        raise SnapshotError(f"{ROLES_FILE} is missing or empty: cannot tell the app from the sidecars")
+        raise SnapshotError(
+            f"{ROLES_FILE} is missing or empty: cannot tell the app from the sidecars"
+        )
     starts_before = {p.pid: p.starttime for p in before.processes}
     starts_after = {p.pid: p.starttime for p in after.processes}
     seconds = {}

@@ -22,8 +22,17 @@ import pandas as pd
 
 from . import reference as refmod
 from .breaking import assess_rows
-from .cells import (APP_NAMES, article_settings, baseline_memory, cell_codes, codes_of, measured_only, ratios_over,
-                    runs_of, setup_name)
+from .cells import (
+    APP_NAMES,
+    article_settings,
+    baseline_memory,
+    cell_codes,
+    codes_of,
+    measured_only,
+    ratios_over,
+    runs_of,
+    setup_name,
+)
 from .chart_files import save_chart
 from .flags import FLAGS
 from .runfile import read_columns, read_failure
@@ -52,8 +61,12 @@ MODEL_UNRINGED = {"sidecar_under"}
 
 
 def placeholder(title: str, message: str) -> alt.Chart:
-    return (alt.Chart(pd.DataFrame({"text": [message]})).mark_text(fontSize=14)
-            .encode(text="text:N").properties(title=title, width=520, height=80))
+    return (
+        alt.Chart(pd.DataFrame({"text": [message]}))
+        .mark_text(fontSize=14)
+        .encode(text="text:N")
+        .properties(title=title, width=520, height=80)
+    )
 
 
 def figure_setup_parts(data: pd.DataFrame, rows: list) -> Iterator[tuple[str, str, pd.DataFrame]]:
@@ -63,19 +76,32 @@ def figure_setup_parts(data: pd.DataFrame, rows: list) -> Iterator[tuple[str, st
         name = setup_name(app, vcpu, sc)
         part = data[data["setup"] == name]
         if part.empty:
-            rows.append(placeholder(name, "not in the current matrix").properties(width=WIDTH, height=HEIGHT))
+            rows.append(
+                placeholder(name, "not in the current matrix").properties(
+                    width=WIDTH, height=HEIGHT
+                )
+            )
             continue
         yield app, name, part
 
 
 # --- sources, intervals and flags: one look for every chart ------------------------------------------------
 
+
 def article_shape() -> alt.Shape:
     """The article's points: hollow diamonds, with a legend entry drawn hollow as they are (ours are the
     filled points of the colour legend)."""
-    return alt.Shape("source:N", title="Source", scale=alt.Scale(domain=["article"], range=["diamond"]),
-                     legend=alt.Legend(symbolFillColor="transparent", symbolStrokeColor="gray", symbolStrokeWidth=1.5,
-                                       labelExpr="'the article (hollow)'"))
+    return alt.Shape(
+        "source:N",
+        title="Source",
+        scale=alt.Scale(domain=["article"], range=["diamond"]),
+        legend=alt.Legend(
+            symbolFillColor="transparent",
+            symbolStrokeColor="gray",
+            symbolStrokeWidth=1.5,
+            labelExpr="'the article (hollow)'",
+        ),
+    )
 
 
 def flag_marks(value) -> str:
@@ -87,8 +113,10 @@ def metric_flags(value, metric: str) -> str:
     return ",".join(sorted(cell_codes(codes_of(value), metric)))
 
 
-def flagged_subtitle(frames: Iterable[pd.DataFrame], lead: str = "Red rings: flagged conditions") -> str:
-    """"Red rings: flagged conditions (H host-bound, not quota-bound; ...)" for the flags present, or ""."""
+def flagged_subtitle(
+    frames: Iterable[pd.DataFrame], lead: str = "Red rings: flagged conditions"
+) -> str:
+    """ "Red rings: flagged conditions (H host-bound, not quota-bound; ...)" for the flags present, or ""."""
     present: set[str] = set()
     for frame in frames:
         if "flags" in frame.columns:
@@ -111,26 +139,43 @@ def with_flags(frame: pd.DataFrame) -> pd.DataFrame:
 
 def flag_ring(base: alt.Chart, y: alt.Y, size: int = 160) -> alt.Chart:
     """A red ring around each flagged point, with a legend entry."""
-    return base.transform_filter(alt.datum.flagged == FLAGGED).mark_point(
-        shape="circle", filled=False, size=size, strokeWidth=2).encode(
-        y=y, stroke=alt.Stroke("flagged:N", title="Flags", scale=alt.Scale(domain=[FLAGGED], range=[FLAG_COLOR]),
-                               legend=alt.Legend(symbolType="circle", symbolFillColor="transparent",
-                                                 symbolStrokeWidth=2)))
+    return (
+        base.transform_filter(alt.datum.flagged == FLAGGED)
+        .mark_point(shape="circle", filled=False, size=size, strokeWidth=2)
+        .encode(
+            y=y,
+            stroke=alt.Stroke(
+                "flagged:N",
+                title="Flags",
+                scale=alt.Scale(domain=[FLAGGED], range=[FLAG_COLOR]),
+                legend=alt.Legend(
+                    symbolType="circle", symbolFillColor="transparent", symbolStrokeWidth=2
+                ),
+            ),
+        )
+    )
 
 
-def ours_and_article(base: alt.Chart, y: alt.Y, lo: str, hi: str, line: dict | None = None) -> list[alt.Chart]:
+def ours_and_article(
+    base: alt.Chart, y: alt.Y, lo: str, hi: str, line: dict | None = None
+) -> list[alt.Chart]:
     """Ours: line, error bars (lo..hi), filled points, red rings on flagged ones; the article: hollow diamonds."""
     ours = base.transform_filter(alt.datum.source == "ours")
     article = base.transform_filter(alt.datum.source == "article")
     spec = y.to_dict()
-    y_lo = alt.Y(f"{lo}:Q", title=spec.get("title", alt.Undefined), scale=spec.get("scale", alt.Undefined))
+    y_lo = alt.Y(
+        f"{lo}:Q", title=spec.get("title", alt.Undefined), scale=spec.get("scale", alt.Undefined)
+    )
     return [
         ours.mark_line(**(line or {})).encode(y=y),
         ours.transform_filter(f"isValid(datum['{lo}']) && isValid(datum['{hi}'])")
-        .mark_rule(strokeWidth=1.5).encode(y=y_lo, y2=alt.Y2(f"{hi}:Q")),
+        .mark_rule(strokeWidth=1.5)
+        .encode(y=y_lo, y2=alt.Y2(f"{hi}:Q")),
         ours.mark_point(size=35, filled=True, opacity=1).encode(y=y),
         flag_ring(ours, y),
-        article.mark_point(size=70, strokeWidth=1.5, filled=False).encode(y=y, shape=article_shape()),
+        article.mark_point(size=70, strokeWidth=1.5, filled=False).encode(
+            y=y, shape=article_shape()
+        ),
     ]
 
 
@@ -154,23 +199,46 @@ def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
         rows = runs_of(summary, app, vcpu, sc, memory).sort_values("total_sidecar_load_pct")
         for column, series in METRICS:
             if len(rows):
-                frames.append(pd.DataFrame({
-                    "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(), "series": series,
-                    "value": rows[column].to_numpy(), "lo": column_of(rows, f"{column}_lo").to_numpy(),
-                    "hi": column_of(rows, f"{column}_hi").to_numpy(), "source": "ours",
-                    "delivered": column_of(rows, "sidecars_cpu_pct").to_numpy(),
-                    "flags": [metric_flags(v, column) for v in column_of(rows, "flags")]}))
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "setup": name,
+                            "load": rows["total_sidecar_load_pct"].to_numpy(),
+                            "series": series,
+                            "value": rows[column].to_numpy(),
+                            "lo": column_of(rows, f"{column}_lo").to_numpy(),
+                            "hi": column_of(rows, f"{column}_hi").to_numpy(),
+                            "source": "ours",
+                            "delivered": column_of(rows, "sidecars_cpu_pct").to_numpy(),
+                            "flags": [metric_flags(v, column) for v in column_of(rows, "flags")],
+                        }
+                    )
+                )
             article = refmod.sweep(ref, app, vcpu, sc, column)
             if len(article):
-                frames.append(pd.DataFrame({"setup": name, "load": article.index, "series": series,
-                                            "value": article.to_numpy(), "lo": math.nan, "hi": math.nan,
-                                            "source": "article", "delivered": math.nan, "flags": ""}))
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "setup": name,
+                            "load": article.index,
+                            "series": series,
+                            "value": article.to_numpy(),
+                            "lo": math.nan,
+                            "hi": math.nan,
+                            "source": "article",
+                            "delivered": math.nan,
+                            "flags": "",
+                        }
+                    )
+                )
     columns = ["setup", "load", "series", "value", "lo", "hi", "source", "delivered", "flags"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
     # Latencies go on a log axis, where a t interval's low end of 0 would break the whole axis:
     # no latency is below hey's 0.1 ms resolution, so that is where such a bar ends.
     latency = data["series"].isin(["P50", "P99"])
-    data.loc[latency, "lo"] = pd.to_numeric(data.loc[latency, "lo"], errors="coerce").clip(lower=LATENCY_FLOOR_MS)
+    data.loc[latency, "lo"] = pd.to_numeric(data.loc[latency, "lo"], errors="coerce").clip(
+        lower=LATENCY_FLOOR_MS
+    )
     return with_flags(data.dropna(subset=["value"]))
 
 
@@ -179,41 +247,69 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelM
     title = "Latency and RPS against total sidecar load"
     if data.empty:
         return placeholder(title, "No run of the four setups in the current matrix.")
-    color = alt.Color("series:N", title="Series",
-                      scale=alt.Scale(domain=list(SERIES_COLORS), range=list(SERIES_COLORS.values())))
+    color = alt.Color(
+        "series:N",
+        title="Series",
+        scale=alt.Scale(domain=list(SERIES_COLORS), range=list(SERIES_COLORS.values())),
+    )
     x = alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE)
-    tooltip = ["setup:N", "series:N", "source:N", alt.Tooltip("load:Q", title="load %"),
-               alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
-               alt.Tooltip("value:Q", format=".1f"), alt.Tooltip("lo:Q", format=".1f"),
-               alt.Tooltip("hi:Q", format=".1f"), "marks:N"]
+    tooltip = [
+        "setup:N",
+        "series:N",
+        "source:N",
+        alt.Tooltip("load:Q", title="load %"),
+        alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
+        alt.Tooltip("value:Q", format=".1f"),
+        alt.Tooltip("lo:Q", format=".1f"),
+        alt.Tooltip("hi:Q", format=".1f"),
+        "marks:N",
+    ]
     rows = []
     for _, name, part in figure_setup_parts(data, rows):
         base = alt.Chart(part).encode(x=x, color=color, tooltip=tooltip)
-        latency = base.transform_filter(alt.FieldOneOfPredicate(field="series", oneOf=["P50", "P99"]))
+        latency = base.transform_filter(
+            alt.FieldOneOfPredicate(field="series", oneOf=["P50", "P99"])
+        )
         y_lat = alt.Y("value:Q", title="Latency (ms, log)", scale=alt.Scale(type="log"))
-        panels = [alt.layer(*ours_and_article(latency.encode(detail="series:N"), y_lat, "lo", "hi"))
-                  .properties(title=f"{name}: P50, P99", width=WIDTH, height=HEIGHT)]
-        for source, label in (("ours", "RPS, ours (own scale)"), ("article", "RPS, the article (own scale)")):
+        panels = [
+            alt.layer(
+                *ours_and_article(latency.encode(detail="series:N"), y_lat, "lo", "hi")
+            ).properties(title=f"{name}: P50, P99", width=WIDTH, height=HEIGHT)
+        ]
+        for source, label in (
+            ("ours", "RPS, ours (own scale)"),
+            ("article", "RPS, the article (own scale)"),
+        ):
             rps = base.transform_filter(alt.datum.series == "RPS")
             # From zero: on a cut axis a retention of 0.46 looks like one of 0.63.
             y_rps = alt.Y("value:Q", title="RPS (responses/s)", scale=alt.Scale(zero=True))
             if not ((part["series"] == "RPS") & (part["source"] == source)).any():
-                panels.append(placeholder(label, f"no {source} RPS").properties(width=WIDTH, height=HEIGHT))
+                panels.append(
+                    placeholder(label, f"no {source} RPS").properties(width=WIDTH, height=HEIGHT)
+                )
                 continue
-            layers = ours_and_article(rps.transform_filter(alt.datum.source == source), y_rps, "lo", "hi")
+            layers = ours_and_article(
+                rps.transform_filter(alt.datum.source == source), y_rps, "lo", "hi"
+            )
             panels.append(alt.layer(*layers).properties(title=label, width=WIDTH, height=HEIGHT))
         rows.append(alt.hconcat(*panels).resolve_scale(y="independent"))
-    subtitle = ["Filled points and lines: ours, with 95 % interval bars; hollow diamonds: the article. RPS in two "
-                "panels, each from zero on its own scale (ours and the article's differ in level; their drops "
-                "compare as heights)."]
+    subtitle = [
+        "Filled points and lines: ours, with 95 % interval bars; hollow diamonds: the article. RPS in two "
+        "panels, each from zero on its own scale (ours and the article's differ in level; their drops "
+        "compare as heights)."
+    ]
     flagged = flagged_subtitle([data])
     if flagged:
         subtitle.append(flagged)
-    return (alt.vconcat(*rows).resolve_scale(color="shared", shape="shared", stroke="shared")
-            .properties(title=alt.Title(title, subtitle=subtitle)))
+    return (
+        alt.vconcat(*rows)
+        .resolve_scale(color="shared", shape="shared", stroke="shared")
+        .properties(title=alt.Title(title, subtitle=subtitle))
+    )
 
 
 # --- figure 2: RPS retained vs the no-load baseline --------------------------------------------------
+
 
 def retained_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     memory = baseline_memory(summary)
@@ -225,19 +321,45 @@ def retained_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
         if len(base) and float(base["rps"].iloc[0]) > 0:
             # Retention with both the loaded cell's and the baseline's run-to-run uncertainty.
             retained, lo, hi = ratios_over(rows, base.iloc[0])
-            frames.append(pd.DataFrame({
-                "setup": name, "load": rows["total_sidecar_load_pct"].to_numpy(),
-                "retained": retained, "lo": lo, "hi": hi, "rps": rows["rps"].to_numpy(), "source": "ours",
-                "delivered": column_of(rows, "sidecars_cpu_pct").to_numpy(),
-                "flags": [metric_flags(v, "rps") for v in column_of(rows, "flags")]}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "setup": name,
+                        "load": rows["total_sidecar_load_pct"].to_numpy(),
+                        "retained": retained,
+                        "lo": lo,
+                        "hi": hi,
+                        "rps": rows["rps"].to_numpy(),
+                        "source": "ours",
+                        "delivered": column_of(rows, "sidecars_cpu_pct").to_numpy(),
+                        "flags": [metric_flags(v, "rps") for v in column_of(rows, "flags")],
+                    }
+                )
+            )
         article = refmod.sweep(ref, app, vcpu, sc, "rps")
         if len(article) and 0.0 in article.index:
-            frames.append(pd.DataFrame({"setup": name, "load": article.index,
-                                        "retained": article.to_numpy() / article.loc[0.0], "lo": math.nan,
-                                        "hi": math.nan, "rps": article.to_numpy(), "source": "article",
-                                        "delivered": math.nan, "flags": ""}))
-    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["setup", "load", "retained", "lo", "hi", "rps", "source", "delivered", "flags"])
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "setup": name,
+                        "load": article.index,
+                        "retained": article.to_numpy() / article.loc[0.0],
+                        "lo": math.nan,
+                        "hi": math.nan,
+                        "rps": article.to_numpy(),
+                        "source": "article",
+                        "delivered": math.nan,
+                        "flags": "",
+                    }
+                )
+            )
+    data = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(
+            columns=["setup", "load", "retained", "lo", "hi", "rps", "source", "delivered", "flags"]
+        )
+    )
     return with_flags(data)
 
 
@@ -245,41 +367,74 @@ def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixi
     data = retained_data(summary, ref)
     title = "RPS retained relative to the no-load baseline (3 sidecars)"
     if data.empty:
-        return placeholder(title, "No run pair (no load and loaded) of Go 0.25 / Next 0.25 / Next 0.5 + 3 sidecars "
-                                  "in this matrix.")
+        return placeholder(
+            title,
+            "No run pair (no load and loaded) of Go 0.25 / Next 0.25 / Next 0.5 + 3 sidecars "
+            "in this matrix.",
+        )
     names = [setup_name(*s) for s in RETAINED_SETUPS]
-    color = alt.Color("setup:N", title="Setup", scale=alt.Scale(domain=names, range=SETUP_COLORS[:3]))
-    y = alt.Y("retained:Q", title="RPS retained (share of the 0 % load RPS)", axis=alt.Axis(format="%"),
-              scale=alt.Scale(zero=True))
+    color = alt.Color(
+        "setup:N", title="Setup", scale=alt.Scale(domain=names, range=SETUP_COLORS[:3])
+    )
+    y = alt.Y(
+        "retained:Q",
+        title="RPS retained (share of the 0 % load RPS)",
+        axis=alt.Axis(format="%"),
+        scale=alt.Scale(zero=True),
+    )
     base = alt.Chart(data).encode(
-        x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE), color=color,
-        tooltip=["setup:N", "source:N", "load:Q", alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
-                 alt.Tooltip("rps:Q", format=".0f"),
-                 alt.Tooltip("retained:Q", format=".0%"), alt.Tooltip("lo:Q", format=".0%"),
-                 alt.Tooltip("hi:Q", format=".0%"), "marks:N"])
-    subtitle = ["Hollow diamonds: the article's values. Bars: 95 % interval of our retention, with the run-to-run "
-                "variation of both the loaded cell and its 0 % baseline."]
+        x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE),
+        color=color,
+        tooltip=[
+            "setup:N",
+            "source:N",
+            "load:Q",
+            alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
+            alt.Tooltip("rps:Q", format=".0f"),
+            alt.Tooltip("retained:Q", format=".0%"),
+            alt.Tooltip("lo:Q", format=".0%"),
+            alt.Tooltip("hi:Q", format=".0%"),
+            "marks:N",
+        ],
+    )
+    subtitle = [
+        "Hollow diamonds: the article's values. Bars: 95 % interval of our retention, with the run-to-run "
+        "variation of both the loaded cell and its 0 % baseline."
+    ]
     flagged = flagged_subtitle([data])
     if flagged:
         subtitle.append(flagged)
     return alt.layer(*ours_and_article(base, y, "lo", "hi")).properties(
-        width=520, height=300, title=alt.Title(title, subtitle=subtitle))
+        width=520, height=300, title=alt.Title(title, subtitle=subtitle)
+    )
 
 
 # --- figure 3: RPS by memory limit --------------------------------------------------------------------
 
-def memory_data(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3,
-                sidecar_load_pct: float = 15.0) -> pd.DataFrame:
+
+def memory_data(
+    summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3, sidecar_load_pct: float = 15.0
+) -> pd.DataFrame:
     rows = runs_of(summary, sidecar_count=sidecar_count)
     rows = rows[np.isclose(rows["sidecar_load_pct"], sidecar_load_pct)]
     frames = []
     memory = baseline_memory(summary)
     if len(rows):
-        ours = pd.DataFrame({
-            "app": rows["app"], "vcpu": rows["vcpu"], "memory_mb": rows["memory_mb"], "rps": rows["rps"],
-            "lo": column_of(rows, "rps_lo"), "hi": column_of(rows, "rps_hi"), "source": "ours",
-            "flags": [metric_flags(v, "rps") for v in column_of(rows, "flags")],
-            "rel": math.nan, "rel_lo": math.nan, "rel_hi": math.nan})
+        ours = pd.DataFrame(
+            {
+                "app": rows["app"],
+                "vcpu": rows["vcpu"],
+                "memory_mb": rows["memory_mb"],
+                "rps": rows["rps"],
+                "lo": column_of(rows, "rps_lo"),
+                "hi": column_of(rows, "rps_hi"),
+                "source": "ours",
+                "flags": [metric_flags(v, "rps") for v in column_of(rows, "flags")],
+                "rel": math.nan,
+                "rel_lo": math.nan,
+                "rel_hi": math.nan,
+            }
+        )
         # The memory gain over the same app and vCPU at the baseline memory, both cells' runs counted.
         for (app, vcpu), part in rows.groupby(["app", "vcpu"]):
             base = part[part["memory_mb"] == memory]
@@ -289,17 +444,41 @@ def memory_data(summary: pd.DataFrame, ref: pd.DataFrame, sidecar_count: int = 3
         frames.append(ours)
     art = refmod.select(ref, "memory", metric="rps")
     if len(art):
-        frames.append(art[["app", "vcpu", "memory_mb", "value"]].rename(columns={"value": "rps"})
-                      .assign(lo=math.nan, hi=math.nan, source="article", flags=""))
+        frames.append(
+            art[["app", "vcpu", "memory_mb", "value"]]
+            .rename(columns={"value": "rps"})
+            .assign(lo=math.nan, hi=math.nan, source="article", flags="")
+        )
     if not frames:
-        return pd.DataFrame(columns=["app", "vcpu", "memory_mb", "rps", "lo", "hi", "source", "flags", "marks",
-                                     "flagged", "App", "base_rps", "rel", "rel_lo", "rel_hi"])
+        return pd.DataFrame(
+            columns=[
+                "app",
+                "vcpu",
+                "memory_mb",
+                "rps",
+                "lo",
+                "hi",
+                "source",
+                "flags",
+                "marks",
+                "flagged",
+                "App",
+                "base_rps",
+                "rel",
+                "rel_lo",
+                "rel_hi",
+            ]
+        )
     data = with_flags(pd.concat(frames, ignore_index=True))
     data["App"] = data["app"].map(lambda a: APP_NAMES.get(a, a))
     # RPS relative to the same source's cell at the grid's memory (baseline_memory: 2048 MB) for that app and vCPU:
     # the article's 1 vCPU Next.js and ours differ 5-fold in RPS, their trends compare as ratios.
-    base = (data[data["memory_mb"] == memory].groupby(["source", "app", "vcpu"])["rps"].first()
-            .rename("base_rps"))
+    base = (
+        data[data["memory_mb"] == memory]
+        .groupby(["source", "app", "vcpu"])["rps"]
+        .first()
+        .rename("base_rps")
+    )
     data = data.join(base, on=["source", "app", "vcpu"])
     article = data["source"] == "article"
     data.loc[article, "rel"] = data.loc[article, "rps"] / data.loc[article, "base_rps"]
@@ -319,26 +498,47 @@ def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
             continue  # a grid run at one memory limit is no memory comparison
         base = alt.Chart(part).encode(
             x=alt.X("memory_mb:O", title="Memory limit (MB)", axis=alt.Axis(labelAngle=0)),
-            color=alt.Color("App:N", title="App", scale=alt.Scale(domain=list(APP_NAMES.values()),
-                                                                    range=SETUP_COLORS[:2])),
+            color=alt.Color(
+                "App:N",
+                title="App",
+                scale=alt.Scale(domain=list(APP_NAMES.values()), range=SETUP_COLORS[:2]),
+            ),
             detail="App:N",
-            tooltip=["App:N", "source:N", "memory_mb:O", alt.Tooltip("rps:Q", format=".0f"),
-                     alt.Tooltip("lo:Q", format=".0f"), alt.Tooltip("hi:Q", format=".0f"),
-                     alt.Tooltip("rel:Q", format=".2f"), "marks:N"])
+            tooltip=[
+                "App:N",
+                "source:N",
+                "memory_mb:O",
+                alt.Tooltip("rps:Q", format=".0f"),
+                alt.Tooltip("lo:Q", format=".0f"),
+                alt.Tooltip("hi:Q", format=".0f"),
+                alt.Tooltip("rel:Q", format=".2f"),
+                "marks:N",
+            ],
+        )
         y = alt.Y("rel:Q", title=f"RPS / RPS at {memory} MB", scale=alt.Scale(zero=True))
-        panels.append(alt.layer(*ours_and_article(base, y, "rel_lo", "rel_hi")).properties(
-            title=f"{vcpu:g} vCPU", width=220, height=240))
+        panels.append(
+            alt.layer(*ours_and_article(base, y, "rel_lo", "rel_hi")).properties(
+                title=f"{vcpu:g} vCPU", width=220, height=240
+            )
+        )
     if not panels:
-        return placeholder(title, "No vCPU with runs at two or more memory limits in the current matrix.")
-    subtitle = [f"Each app's RPS over its own RPS at {memory} MB, at the same vCPU (ours over ours, the article's over "
-                "the article's). Bars: our 95 % intervals.",
-                "The article published 1 vCPU only (hollow diamonds). Our intervals carry the run-to-run variation of "
-                "both cells."]
+        return placeholder(
+            title, "No vCPU with runs at two or more memory limits in the current matrix."
+        )
+    subtitle = [
+        f"Each app's RPS over its own RPS at {memory} MB, at the same vCPU (ours over ours, the article's over "
+        "the article's). Bars: our 95 % intervals.",
+        "The article published 1 vCPU only (hollow diamonds). Our intervals carry the run-to-run variation of "
+        "both cells.",
+    ]
     flagged = flagged_subtitle([data])
     if flagged:
         subtitle.append(flagged)
-    return alt.hconcat(*panels).resolve_scale(color="shared", shape="shared", y="shared").properties(
-        title=alt.Title(title, subtitle=subtitle))
+    return (
+        alt.hconcat(*panels)
+        .resolve_scale(color="shared", shape="shared", y="shared")
+        .properties(title=alt.Title(title, subtitle=subtitle))
+    )
 
 
 # --- beyond the article: how many responses wait whole CFS periods --------------------------------------------
@@ -356,11 +556,20 @@ def tail_data(summary: pd.DataFrame) -> pd.DataFrame:
             column = f"slow_{k}p_share"
             if rows.empty or column not in rows.columns:
                 continue
-            frames.append(pd.DataFrame({
-                "setup": setup_name(app, vcpu, sc), "load": rows["total_sidecar_load_pct"].to_numpy(),
-                "series": series, "share": rows[column].to_numpy(), "lo": column_of(rows, f"{column}_lo").to_numpy(),
-                "hi": column_of(rows, f"{column}_hi").to_numpy(), "source": "ours",
-                "flags": [metric_flags(v, "p99_ms") for v in column_of(rows, "flags")]}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "setup": setup_name(app, vcpu, sc),
+                        "load": rows["total_sidecar_load_pct"].to_numpy(),
+                        "series": series,
+                        "share": rows[column].to_numpy(),
+                        "lo": column_of(rows, f"{column}_lo").to_numpy(),
+                        "hi": column_of(rows, f"{column}_hi").to_numpy(),
+                        "source": "ours",
+                        "flags": [metric_flags(v, "p99_ms") for v in column_of(rows, "flags")],
+                    }
+                )
+            )
     columns = ["setup", "load", "series", "share", "lo", "hi", "source", "flags"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
     return with_flags(data.dropna(subset=["share"]))
@@ -370,31 +579,63 @@ def tail_share_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
     data = tail_data(summary)
     title = "Share of responses slower than 1, 2 and 3 CFS periods against total sidecar load"
     if data.empty:
-        return placeholder(title, "No tail shares (slow_<k>p_share) for the four setups in this summary.")
-    period = float(summary["period_ms"].median()) if "period_ms" in summary and summary["period_ms"].notna().any() else 100.0
-    color = alt.Color("series:N", title=f"Slower than (period {period:g} ms)",
-                      scale=alt.Scale(domain=list(TAIL_SERIES.values()), range=TAIL_COLORS))
-    y = alt.Y("share:Q", title="Share of successful responses", axis=alt.Axis(format="%"), scale=alt.Scale(zero=True))
+        return placeholder(
+            title, "No tail shares (slow_<k>p_share) for the four setups in this summary."
+        )
+    period = (
+        float(summary["period_ms"].median())
+        if "period_ms" in summary and summary["period_ms"].notna().any()
+        else 100.0
+    )
+    color = alt.Color(
+        "series:N",
+        title=f"Slower than (period {period:g} ms)",
+        scale=alt.Scale(domain=list(TAIL_SERIES.values()), range=TAIL_COLORS),
+    )
+    y = alt.Y(
+        "share:Q",
+        title="Share of successful responses",
+        axis=alt.Axis(format="%"),
+        scale=alt.Scale(zero=True),
+    )
     panels = []
     for name in dict.fromkeys(data["setup"]):
         part = data[data["setup"] == name]
         base = alt.Chart(part).encode(
-            x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE), color=color, detail="series:N",
-            tooltip=["setup:N", "series:N", alt.Tooltip("load:Q", title="load %"),
-                     alt.Tooltip("share:Q", format=".2%"), alt.Tooltip("lo:Q", format=".2%"),
-                     alt.Tooltip("hi:Q", format=".2%"), "marks:N"])
-        panels.append(alt.layer(*ours_and_article(base, y, "lo", "hi")[:4]).properties(
-            title=name, width=WIDTH, height=HEIGHT))
-    subtitle = ["A throttled request waits for the next period: these shares move P99 (1 % of responses). "
-                "Bars: 95 % intervals."]
+            x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE),
+            color=color,
+            detail="series:N",
+            tooltip=[
+                "setup:N",
+                "series:N",
+                alt.Tooltip("load:Q", title="load %"),
+                alt.Tooltip("share:Q", format=".2%"),
+                alt.Tooltip("lo:Q", format=".2%"),
+                alt.Tooltip("hi:Q", format=".2%"),
+                "marks:N",
+            ],
+        )
+        panels.append(
+            alt.layer(*ours_and_article(base, y, "lo", "hi")[:4]).properties(
+                title=name, width=WIDTH, height=HEIGHT
+            )
+        )
+    subtitle = [
+        "A throttled request waits for the next period: these shares move P99 (1 % of responses). "
+        "Bars: 95 % intervals."
+    ]
     flagged = flagged_subtitle([data])
     if flagged:
         subtitle.append(flagged)
-    return alt.concat(*panels, columns=2).resolve_scale(color="shared").properties(
-        title=alt.Title(title, subtitle=subtitle))
+    return (
+        alt.concat(*panels, columns=2)
+        .resolve_scale(color="shared")
+        .properties(title=alt.Title(title, subtitle=subtitle))
+    )
 
 
 # --- beyond the article: latency distributions ----------------------------------------------------------
+
 
 def run_files(runs: Sequence[str | Path]) -> dict[str, list[tuple[int, Path]]]:
     """Run files by condition id, each with its repetition: runs/<id>/rep<N>.parquet (or <id>.parquet = rep 1)."""
@@ -432,9 +673,17 @@ def ccdf_points(response_time_s: np.ndarray, points: int = ECDF_POINTS) -> pd.Da
     n = len(ms)
     if n == 0:
         return pd.DataFrame(columns=["latency_ms", "slower"])
-    ranks = np.unique(np.concatenate([np.linspace(0, n - 1, min(points, n)).astype(int),
-                                      np.arange(max(0, n - min(int(n * 0.005), points)), n)]))
-    return pd.DataFrame({"latency_ms": np.maximum(ms[ranks], 0.05), "slower": (n - ranks - 1 + 0.5) / n})
+    ranks = np.unique(
+        np.concatenate(
+            [
+                np.linspace(0, n - 1, min(points, n)).astype(int),
+                np.arange(max(0, n - min(int(n * 0.005), points)), n),
+            ]
+        )
+    )
+    return pd.DataFrame(
+        {"latency_ms": np.maximum(ms[ranks], 0.05), "slower": (n - ranks - 1 + 0.5) / n}
+    )
 
 
 def period_labels(period: float, top: float, min_log_gap: float = 0.2) -> pd.DataFrame:
@@ -449,7 +698,9 @@ def period_labels(period: float, top: float, min_log_gap: float = 0.2) -> pd.Dat
     return lines.assign(label=labels)
 
 
-def distribution_chart(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]) -> alt.TopLevelMixin:
+def distribution_chart(
+    summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]
+) -> alt.TopLevelMixin:
     title = "Latency distribution: share of responses slower than x (log-log)"
     chosen = chosen_conditions(summary)
     files = run_files(runs)
@@ -459,62 +710,123 @@ def distribution_chart(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[
         if not paths:
             continue
         ok = []
-        for path in paths:  # every repetition pooled: the distribution of all the condition's responses
+        for (
+            path
+        ) in paths:  # every repetition pooled: the distribution of all the condition's responses
             cols = read_columns(path, ["response_time_s", "status_code"])
-            ok.append(cols["response_time_s"][(cols["status_code"] >= 200) & (cols["status_code"] <= 299)])
+            ok.append(
+                cols["response_time_s"][(cols["status_code"] >= 200) & (cols["status_code"] <= 299)]
+            )
         points = ccdf_points(np.concatenate(ok))
         name = setup_name(row.app, row.vcpu, row.sidecar_count)
         mark = flag_marks(getattr(row, "flags", ""))
         label = f"{row.total_sidecar_load_pct:g}%" + (f" ({mark})" if mark else "")
         frames.append(points.assign(setup=name, load=label, load_pct=row.total_sidecar_load_pct))
         for metric, share in (("p50_ms", 0.5), ("p99_ms", 0.01)):
-            value = refmod.value(ref, "load_sweep", metric, app=row.app, vcpu=row.vcpu,
-                                 sidecar_count=row.sidecar_count, load=row.total_sidecar_load_pct)
+            value = refmod.value(
+                ref,
+                "load_sweep",
+                metric,
+                app=row.app,
+                vcpu=row.vcpu,
+                sidecar_count=row.sidecar_count,
+                load=row.total_sidecar_load_pct,
+            )
             if not math.isnan(value):
-                marks.append({"setup": name, "load": label, "load_pct": row.total_sidecar_load_pct,
-                              "latency_ms": value, "slower": share, "source": "article",
-                              "what": metric[:3].upper()})
+                marks.append(
+                    {
+                        "setup": name,
+                        "load": label,
+                        "load_pct": row.total_sidecar_load_pct,
+                        "latency_ms": value,
+                        "slower": share,
+                        "source": "article",
+                        "what": metric[:3].upper(),
+                    }
+                )
     if not frames:
-        return placeholder(title, "No per-request data for Go / Next 0.25 vCPU + 3 sidecars in the current matrix.")
+        return placeholder(
+            title, "No per-request data for Go / Next 0.25 vCPU + 3 sidecars in the current matrix."
+        )
     data = pd.concat(frames, ignore_index=True)
-    period = float(summary["period_ms"].median()) if "period_ms" in summary and summary["period_ms"].notna().any() else 100.0
+    period = (
+        float(summary["period_ms"].median())
+        if "period_ms" in summary and summary["period_ms"].notna().any()
+        else 100.0
+    )
     top, bottom = float(data["latency_ms"].max()), float(data["latency_ms"].min())
     # A fixed domain just around the data: label spacing below is computed for exactly this domain.
     low, high = max(bottom, 0.05) / 1.5, max(top, period) * 1.5
     decades = math.log10(high / low)
     periods = period_labels(period, top, min_log_gap=LABEL_PX * decades / PANEL_WIDTH)
-    x = alt.X("latency_ms:Q", title="Response time (ms, log scale)",
-              scale=alt.Scale(type="log", domain=[low, high], nice=False))
-    y = alt.Y("slower:Q", title="Share of responses slower (log scale)", scale=alt.Scale(type="log"),
-              axis=alt.Axis(format="%"))
+    x = alt.X(
+        "latency_ms:Q",
+        title="Response time (ms, log scale)",
+        scale=alt.Scale(type="log", domain=[low, high], nice=False),
+    )
+    y = alt.Y(
+        "slower:Q",
+        title="Share of responses slower (log scale)",
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(format="%"),
+    )
     panels = []
     for name in dict.fromkeys(data["setup"]):
         part = data[data["setup"] == name]
         order = list(dict.fromkeys(part.sort_values("load_pct")["load"]))
-        color = alt.Color("load:N", title="Total sidecar load", sort=order,
-                          scale=alt.Scale(domain=order, range=SETUP_COLORS[:len(order)] + ["#9d755d"] * 4))
+        color = alt.Color(
+            "load:N",
+            title="Total sidecar load",
+            sort=order,
+            scale=alt.Scale(domain=order, range=SETUP_COLORS[: len(order)] + ["#9d755d"] * 4),
+        )
         layers = [
             alt.Chart(periods).mark_rule(strokeDash=[2, 3], color="gray").encode(x=x),
-            alt.Chart(periods[periods["label"] != ""]).mark_text(
-                angle=270, align="right", baseline="bottom", dx=-4, dy=-2, y=0, color="gray").encode(x=x, text="label:N"),
-            alt.Chart(part).mark_line(interpolate="step-after").encode(
-                x=x, y=y, color=color, tooltip=["load:N", alt.Tooltip("latency_ms:Q", format=".1f"),
-                                                alt.Tooltip("slower:Q", format=".3%")]),
+            alt.Chart(periods[periods["label"] != ""])
+            .mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-2, y=0, color="gray")
+            .encode(x=x, text="label:N"),
+            alt.Chart(part)
+            .mark_line(interpolate="step-after")
+            .encode(
+                x=x,
+                y=y,
+                color=color,
+                tooltip=[
+                    "load:N",
+                    alt.Tooltip("latency_ms:Q", format=".1f"),
+                    alt.Tooltip("slower:Q", format=".3%"),
+                ],
+            ),
         ]
         art = pd.DataFrame([m for m in marks if m["setup"] == name])
         if len(art):
-            layers.append(alt.Chart(art).mark_point(size=80, strokeWidth=1.5, filled=False, shape="diamond").encode(
-                x=x, y=y, color=color, tooltip=["load:N", "what:N", alt.Tooltip("latency_ms:Q", format=".1f")]))
+            layers.append(
+                alt.Chart(art)
+                .mark_point(size=80, strokeWidth=1.5, filled=False, shape="diamond")
+                .encode(
+                    x=x,
+                    y=y,
+                    color=color,
+                    tooltip=["load:N", "what:N", alt.Tooltip("latency_ms:Q", format=".1f")],
+                )
+            )
         panels.append(alt.layer(*layers).properties(title=name, width=PANEL_WIDTH, height=260))
-    subtitle = [f"Dashed: multiples of the CFS period ({period:g} ms). Hollow diamonds: the article's P50 (at 50 %) "
-                "and P99 (at 1 %) for the same load. All repetitions pooled."]
+    subtitle = [
+        f"Dashed: multiples of the CFS period ({period:g} ms). Hollow diamonds: the article's P50 (at 50 %) "
+        "and P99 (at 1 %) for the same load. All repetitions pooled."
+    ]
     flagged = flagged_subtitle([chosen], lead="Marks after a load: flags")
     if flagged:
         subtitle.append(flagged)
-    return alt.hconcat(*panels).resolve_scale(color="independent").properties(title=alt.Title(title, subtitle=subtitle))
+    return (
+        alt.hconcat(*panels)
+        .resolve_scale(color="independent")
+        .properties(title=alt.Title(title, subtitle=subtitle))
+    )
 
 
 # --- beyond the article: per-second series of chosen runs ----------------------------------------------------
+
 
 def timeseries_data(summary: pd.DataFrame, runs: Sequence[str | Path]) -> pd.DataFrame:
     """Per second, for the four figure setups at no load and at their highest load: first repetition."""
@@ -532,8 +844,15 @@ def timeseries_data(summary: pd.DataFrame, runs: Sequence[str | Path]) -> pd.Dat
             series = per_second(reps[0][1])
             mark = flag_marks(row.get("flags", ""))
             label = f"{row['total_sidecar_load_pct']:g}% load" + (f" ({mark})" if mark else "")
-            frames.append(series.assign(setup=setup_name(app, vcpu, sc), load=label, flags=row.get("flags", ""),
-                                        load_pct=row["total_sidecar_load_pct"], repeat=reps[0][0]))
+            frames.append(
+                series.assign(
+                    setup=setup_name(app, vcpu, sc),
+                    load=label,
+                    flags=row.get("flags", ""),
+                    load_pct=row["total_sidecar_load_pct"],
+                    repeat=reps[0][0],
+                )
+            )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -547,17 +866,35 @@ def timeseries_chart(summary: pd.DataFrame, runs: Sequence[str | Path]) -> alt.T
     for name in dict.fromkeys(data["setup"]):
         part = data[data["setup"] == name]
         order = list(dict.fromkeys(part.sort_values("load_pct")["load"]))
-        color = alt.Color("load:N", title="Condition", sort=order, legend=alt.Legend(orient="right"),
-                          scale=alt.Scale(domain=order, range=["#4c78a8", "#e45756"]))
-        base = alt.Chart(part).encode(x=x, color=color, tooltip=["load:N", "second:Q", alt.Tooltip("rps:Q", format=".0f"),
-                                                                 alt.Tooltip("p99_ms:Q", format=".1f")])
+        color = alt.Color(
+            "load:N",
+            title="Condition",
+            sort=order,
+            legend=alt.Legend(orient="right"),
+            scale=alt.Scale(domain=order, range=["#4c78a8", "#e45756"]),
+        )
+        base = alt.Chart(part).encode(
+            x=x,
+            color=color,
+            tooltip=[
+                "load:N",
+                "second:Q",
+                alt.Tooltip("rps:Q", format=".0f"),
+                alt.Tooltip("p99_ms:Q", format=".1f"),
+            ],
+        )
         rps = base.mark_line(point=alt.OverlayMarkDef(size=12)).encode(
-            y=alt.Y("rps:Q", title="Responses/s", scale=alt.Scale(zero=True)))
+            y=alt.Y("rps:Q", title="Responses/s", scale=alt.Scale(zero=True))
+        )
         p99 = base.mark_line(point=alt.OverlayMarkDef(size=12)).encode(
-            y=alt.Y("p99_ms:Q", title="P99 of the second (ms, log)", scale=alt.Scale(type="log")))
-        rows.append(alt.hconcat(rps.properties(title=f"{name}: responses/s", width=WIDTH, height=150),
-                                p99.properties(title=f"{name}: P99", width=WIDTH, height=150))
-                    .resolve_scale(color="independent"))
+            y=alt.Y("p99_ms:Q", title="P99 of the second (ms, log)", scale=alt.Scale(type="log"))
+        )
+        rows.append(
+            alt.hconcat(
+                rps.properties(title=f"{name}: responses/s", width=WIDTH, height=150),
+                p99.properties(title=f"{name}: P99", width=WIDTH, height=150),
+            ).resolve_scale(color="independent")
+        )
     subtitle = ["A drifting line means the whole-window value is not a steady state."]
     flagged = flagged_subtitle([data.drop_duplicates("load")], lead="Marks after a load: flags")
     if flagged:
@@ -567,12 +904,22 @@ def timeseries_chart(summary: pd.DataFrame, runs: Sequence[str | Path]) -> alt.T
 
 # --- output -------------------------------------------------------------------------------------------------
 
-CHART_NAMES = ("latency_rps_vs_load", "rps_retained", "rps_by_memory", "tail_share_vs_load", "latency_distribution",
-               "per_second")
+CHART_NAMES = (
+    "latency_rps_vs_load",
+    "rps_retained",
+    "rps_by_memory",
+    "tail_share_vs_load",
+    "latency_distribution",
+    "per_second",
+)
 
 
-def build_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]) -> dict[str, alt.TopLevelMixin]:
-    summary = measured_only(summary)  # a condition whose repetitions all failed has no point to draw
+def build_charts(
+    summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]
+) -> dict[str, alt.TopLevelMixin]:
+    summary = measured_only(
+        summary
+    )  # a condition whose repetitions all failed has no point to draw
     # The article's charts hold its settings only; the knobs against throttling have their own table.
     summary = article_settings(summary)
     return {
@@ -585,8 +932,13 @@ def build_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | 
     }
 
 
-def write_charts(summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path], out_dir: str | Path,
-                 formats: Iterable[str] = ("html", "png", "svg")) -> list[Path]:
+def write_charts(
+    summary: pd.DataFrame,
+    ref: pd.DataFrame,
+    runs: Sequence[str | Path],
+    out_dir: str | Path,
+    formats: Iterable[str] = ("html", "png", "svg"),
+) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

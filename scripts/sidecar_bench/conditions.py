@@ -50,11 +50,30 @@ SHARES_PER_VCPU = 1024
 # The knobs against CFS throttling (docs/method.md, "Knobs against throttling"): condition fields whose
 # default is the article's setting. At the default a knob is absent from the id and from as_dict(), so
 # that every condition without knobs keeps its id and its rerun fingerprint.
-KNOBS = ("cpu_period_ms", "cpu_burst_pct", "cpu_quota", "cpuset", "gomaxprocs", "uv_threadpool_size",
-         "node_semi_space_mb", "topology", "app_cpu_units", "sidecar_cpu_units")
-KNOB_DEFAULTS: dict[str, Any] = {"cpu_period_ms": None, "cpu_burst_pct": None, "cpu_quota": True, "cpuset": None,
-                                 "gomaxprocs": None, "uv_threadpool_size": None, "node_semi_space_mb": None,
-                                 "topology": "process", "app_cpu_units": None, "sidecar_cpu_units": None}
+KNOBS = (
+    "cpu_period_ms",
+    "cpu_burst_pct",
+    "cpu_quota",
+    "cpuset",
+    "gomaxprocs",
+    "uv_threadpool_size",
+    "node_semi_space_mb",
+    "topology",
+    "app_cpu_units",
+    "sidecar_cpu_units",
+)
+KNOB_DEFAULTS: dict[str, Any] = {
+    "cpu_period_ms": None,
+    "cpu_burst_pct": None,
+    "cpu_quota": True,
+    "cpuset": None,
+    "gomaxprocs": None,
+    "uv_threadpool_size": None,
+    "node_semi_space_mb": None,
+    "topology": "process",
+    "app_cpu_units": None,
+    "sidecar_cpu_units": None,
+}
 # How a task is laid out in cgroups (docs/method.md, "The task topology"): process - one container, the app and
 # its sidecars processes of one cgroup (the article's); task - ECS's layout, a task cgroup with the quota and one
 # container per role under it, each with its own CPU weight.
@@ -105,15 +124,21 @@ class Condition:
     proxy: str = DEFAULT_PROXY
     # Knobs (KNOBS); None / True: the article's setting.
     cpu_period_ms: float | None = None  # CFS period (docker run --cpu-period); None: 100 ms
-    cpu_burst_pct: float | None = None  # CFS burst in % of one period's quota (cpu.cfs_burst_us, cpu.max.burst)
+    cpu_burst_pct: float | None = (
+        None  # CFS burst in % of one period's quota (cpu.cfs_burst_us, cpu.max.burst)
+    )
     cpu_quota: bool = True  # False: no quota, CPU shares = vcpu x 1024 (weights only)
     cpuset: str | None = None  # docker run --cpuset-cpus
     gomaxprocs: int | None = None  # Go: GOMAXPROCS in the app's environment
     uv_threadpool_size: int | None = None  # Next.js: UV_THREADPOOL_SIZE
     node_semi_space_mb: int | None = None  # Next.js: NODE_OPTIONS=--max-semi-space-size
     topology: str = "process"  # TOPOLOGIES
-    app_cpu_units: int | None = None  # task topology: the app container's CPU shares (ECS cpu units); None: 2
-    sidecar_cpu_units: int | None = None  # task topology: each sidecar container's CPU shares; None: 2
+    app_cpu_units: int | None = (
+        None  # task topology: the app container's CPU shares (ECS cpu units); None: 2
+    )
+    sidecar_cpu_units: int | None = (
+        None  # task topology: each sidecar container's CPU shares; None: 2
+    )
     # Load model axis (open loop): defaults keep a closed condition's id and as_dict() unchanged.
     load_model: str = "closed"
     rate_share: float = 0.0  # open: the rate as a share of the setup's capacity; closed: 0
@@ -128,14 +153,18 @@ class Condition:
             # Docker refuses memory limits under 6 MB.
             raise ConfigError(f"memory_mb: {self.memory_mb!r} is not a whole number >= 6")
         if not (isinstance(self.sidecar_count, int) and 0 <= self.sidecar_count <= MAX_SIDECARS):
-            raise ConfigError(f"sidecar_count: {self.sidecar_count!r} is not a whole number from 0 to {MAX_SIDECARS}")
+            raise ConfigError(
+                f"sidecar_count: {self.sidecar_count!r} is not a whole number from 0 to {MAX_SIDECARS}"
+            )
         if not 0 <= self.sidecar_load_pct <= 100:
             raise ConfigError(f"sidecar_load_pct: {self.sidecar_load_pct!r} is not within 0..100")
         if self.proxy not in PROXIES:
             raise ConfigError(f"proxy: {self.proxy!r} is not one of {', '.join(PROXIES)}")
         if self.proxy != DEFAULT_PROXY and self.sidecar_count < 1:
-            raise ConfigError(f"proxy: {self.proxy!r} needs sidecar_count >= 1 (the proxy is the first sidecar), "
-                              f"got {self.sidecar_count}")
+            raise ConfigError(
+                f"proxy: {self.proxy!r} needs sidecar_count >= 1 (the proxy is the first sidecar), "
+                f"got {self.sidecar_count}"
+            )
         self._check_load_model()
         # Plain floats, so that 1 and 1.0 make one condition, one id and one repr.
         object.__setattr__(self, "vcpu", float(self.vcpu))
@@ -144,91 +173,149 @@ class Condition:
         self._check_knobs()
         if self.is_open and self.topology != "process":
             # The task topology's containers (TaskMeasurement) have no open-loop generator yet.
-            raise ConfigError(f"load_model: {self.load_model!r} runs only in the process topology, not with "
-                              f"topology {self.topology!r}")
+            raise ConfigError(
+                f"load_model: {self.load_model!r} runs only in the process topology, not with "
+                f"topology {self.topology!r}"
+            )
 
     def _check_load_model(self) -> None:
         if self.load_model not in LOAD_MODELS:
-            raise ConfigError(f"load_model: {self.load_model!r} is not one of {', '.join(LOAD_MODELS)}")
+            raise ConfigError(
+                f"load_model: {self.load_model!r} is not one of {', '.join(LOAD_MODELS)}"
+            )
         if self.arrivals not in ARRIVALS:
             raise ConfigError(f"arrivals: {self.arrivals!r} is not one of {', '.join(ARRIVALS)}")
         if isinstance(self.rate_share, bool) or not isinstance(self.rate_share, (int, float)):
             raise ConfigError(f"rate_share: {self.rate_share!r} is not a number")
         if self.load_model == "open" and not 0 < self.rate_share <= 1:
             # Above capacity the queue grows for the whole window: its latencies measure the window's length.
-            raise ConfigError(f"rate_share: {self.rate_share!r} is not within (0, 1] (a share of the setup's "
-                              "closed-loop capacity, e.g. 0.5)")
-        if self.load_model == "closed" and (self.rate_share != 0 or self.arrivals != DEFAULT_ARRIVALS):
-            raise ConfigError(f"rate_share: {self.rate_share!r} / arrivals: {self.arrivals!r} are set, but "
-                              "load_model is closed: they apply to load_model open only")
+            raise ConfigError(
+                f"rate_share: {self.rate_share!r} is not within (0, 1] (a share of the setup's "
+                "closed-loop capacity, e.g. 0.5)"
+            )
+        if self.load_model == "closed" and (
+            self.rate_share != 0 or self.arrivals != DEFAULT_ARRIVALS
+        ):
+            raise ConfigError(
+                f"rate_share: {self.rate_share!r} / arrivals: {self.arrivals!r} are set, but "
+                "load_model is closed: they apply to load_model open only"
+            )
 
     def _check_knobs(self) -> None:
         """Validate the knobs and bring each to one form: the article's setting written out (period 100 ms,
         burst 0) becomes the default, so that it is the article's condition, with its id."""
         period = self.cpu_period_ms
         if period is not None:
-            if isinstance(period, bool) or not isinstance(period, (int, float)) \
-                    or not MIN_PERIOD_MS <= period <= MAX_PERIOD_MS:
-                raise ConfigError(f"cpu_period_ms: {period!r} is not a number from {MIN_PERIOD_MS:g} to "
-                                  f"{MAX_PERIOD_MS:g} (the CFS periods Docker accepts)")
+            if (
+                isinstance(period, bool)
+                or not isinstance(period, (int, float))
+                or not MIN_PERIOD_MS <= period <= MAX_PERIOD_MS
+            ):
+                raise ConfigError(
+                    f"cpu_period_ms: {period!r} is not a number from {MIN_PERIOD_MS:g} to "
+                    f"{MAX_PERIOD_MS:g} (the CFS periods Docker accepts)"
+                )
             if round(period * 1000) != period * 1000:
-                raise ConfigError(f"cpu_period_ms: {period!r} is not a whole number of microseconds")
-            object.__setattr__(self, "cpu_period_ms", None if period == DEFAULT_PERIOD_MS else float(period))
+                raise ConfigError(
+                    f"cpu_period_ms: {period!r} is not a whole number of microseconds"
+                )
+            object.__setattr__(
+                self, "cpu_period_ms", None if period == DEFAULT_PERIOD_MS else float(period)
+            )
         burst = self.cpu_burst_pct
         if burst is not None:
-            if isinstance(burst, bool) or not isinstance(burst, (int, float)) or not 0 <= burst <= 100:
-                raise ConfigError(f"cpu_burst_pct: {burst!r} is not within 0..100 (% of one period's quota; the "
-                                  "kernel refuses a burst above the quota)")
+            if (
+                isinstance(burst, bool)
+                or not isinstance(burst, (int, float))
+                or not 0 <= burst <= 100
+            ):
+                raise ConfigError(
+                    f"cpu_burst_pct: {burst!r} is not within 0..100 (% of one period's quota; the "
+                    "kernel refuses a burst above the quota)"
+                )
             object.__setattr__(self, "cpu_burst_pct", None if burst == 0 else float(burst))
         if not isinstance(self.cpu_quota, bool):
             raise ConfigError(f"cpu_quota: {self.cpu_quota!r} is not true or false")
         if not self.cpu_quota and self.cpu_period_ms is not None:
-            raise ConfigError(f"cpu_period_ms: {self.cpu_period_ms:g} with cpu_quota false: a period means nothing "
-                              "without a quota")
+            raise ConfigError(
+                f"cpu_period_ms: {self.cpu_period_ms:g} with cpu_quota false: a period means nothing "
+                "without a quota"
+            )
         if not self.cpu_quota and self.cpu_burst_pct is not None:
-            raise ConfigError(f"cpu_burst_pct: {self.cpu_burst_pct:g} with cpu_quota false: a burst means nothing "
-                              "without a quota")
+            raise ConfigError(
+                f"cpu_burst_pct: {self.cpu_burst_pct:g} with cpu_quota false: a burst means nothing "
+                "without a quota"
+            )
         if self.cpu_period_ms is not None and self.quota_us < MIN_QUOTA_US:
-            raise ConfigError(f"cpu_period_ms: {self.period_us / 1000:g} at vcpu {self.vcpu:g} makes a quota of "
-                              f"{self.quota_us} us, below the {MIN_QUOTA_US} us the kernel accepts; lengthen the period")
+            raise ConfigError(
+                f"cpu_period_ms: {self.period_us / 1000:g} at vcpu {self.vcpu:g} makes a quota of "
+                f"{self.quota_us} us, below the {MIN_QUOTA_US} us the kernel accepts; lengthen the period"
+            )
         if self.cpuset is not None:
             if not isinstance(self.cpuset, str):
                 object.__setattr__(self, "cpuset", str(self.cpuset))
             cpus = cpuset_cpus(self.cpuset)
             if self.cpu_quota and self.vcpu > len(cpus):
-                raise ConfigError(f"cpuset: {self.cpuset!r} has {len(cpus)} CPU(s), fewer than vcpu {self.vcpu:g}: the "
-                                  "quota could never be used; set cpu_quota false to make the cpuset the budget")
+                raise ConfigError(
+                    f"cpuset: {self.cpuset!r} has {len(cpus)} CPU(s), fewer than vcpu {self.vcpu:g}: the "
+                    "quota could never be used; set cpu_quota false to make the cpuset the budget"
+                )
         if self.topology not in TOPOLOGIES:
             raise ConfigError(f"topology: {self.topology!r} is not one of {', '.join(TOPOLOGIES)}")
         for name in ("app_cpu_units", "sidecar_cpu_units"):
             value = getattr(self, name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SHARES:
-                raise ConfigError(f"{name}: {value!r} is not a whole number from 0 to {MAX_SHARES} (ECS cpu units)")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value <= MAX_SHARES
+            ):
+                raise ConfigError(
+                    f"{name}: {value!r} is not a whole number from 0 to {MAX_SHARES} (ECS cpu units)"
+                )
             if self.topology != "task":
-                raise ConfigError(f"{name}: {value} needs topology task: in the process topology the app and its "
-                                  "sidecars share one cgroup, there is no weight between them")
+                raise ConfigError(
+                    f"{name}: {value} needs topology task: in the process topology the app and its "
+                    "sidecars share one cgroup, there is no weight between them"
+                )
             # As ECS: 0 and 1 become 2, and 2 is what an unset value gets.
             object.__setattr__(self, name, None if value <= MIN_SHARES else value)
         if self.topology == "task" and self.cpuset is not None:
-            raise ConfigError(f"cpuset: {self.cpuset!r} is not supported with topology task (a cpuset on the task "
-                              "cgroup is not built); use it with topology process")
-        for name, app, low, high in (("gomaxprocs", "go", 1, 1024), ("uv_threadpool_size", "next", 1, 1024),
-                                     ("node_semi_space_mb", "next", 1, 1024)):
+            raise ConfigError(
+                f"cpuset: {self.cpuset!r} is not supported with topology task (a cpuset on the task "
+                "cgroup is not built); use it with topology process"
+            )
+        for name, app, low, high in (
+            ("gomaxprocs", "go", 1, 1024),
+            ("uv_threadpool_size", "next", 1, 1024),
+            ("node_semi_space_mb", "next", 1, 1024),
+        ):
             value = getattr(self, name)
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ConfigError(f"{name}: {value!r} is not a whole number from {low} to {high}")
             if self.app != app:
-                raise ConfigError(f"{name}: {value} is a setting of the {app} app, not of {self.app}")
+                raise ConfigError(
+                    f"{name}: {value} is a setting of the {app} app, not of {self.app}"
+                )
 
     def sort_key(self) -> tuple[Any, ...]:
         """The article's fields in order, then the knobs' id parts ("" at the article's settings first), then the
         load model (closed first)."""
-        return (self.app, self.vcpu, self.memory_mb, self.sidecar_count, self.sidecar_load_pct, self.proxy_suffix,
-                self.id_parts(), self.load_model, self.rate_share, self.arrivals)
+        return (
+            self.app,
+            self.vcpu,
+            self.memory_mb,
+            self.sidecar_count,
+            self.sidecar_load_pct,
+            self.proxy_suffix,
+            self.id_parts(),
+            self.load_model,
+            self.rate_share,
+            self.arrivals,
+        )
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, Condition):
@@ -256,16 +343,27 @@ class Condition:
     @property
     def knobs(self) -> dict[str, Any]:
         """The knobs that differ from the article's settings."""
-        return {name: getattr(self, name) for name in KNOBS if getattr(self, name) != KNOB_DEFAULTS[name]}
+        return {
+            name: getattr(self, name)
+            for name in KNOBS
+            if getattr(self, name) != KNOB_DEFAULTS[name]
+        }
 
     @property
     def knobs_text(self) -> str:
         """'period 5 ms, burst 50 %' (empty at the article's settings): the summary's and tables' label."""
-        words = {"cpu_period_ms": lambda v: f"period {v:g} ms", "cpu_burst_pct": lambda v: f"burst {v:g} %",
-                 "cpu_quota": lambda v: "no quota", "cpuset": lambda v: f"cpuset {v}",
-                 "gomaxprocs": lambda v: f"GOMAXPROCS {v}", "uv_threadpool_size": lambda v: f"UV_THREADPOOL_SIZE {v}",
-                 "node_semi_space_mb": lambda v: f"semi-space {v} MB", "topology": lambda v: f"{v} {TOPOLOGY_WORD}",
-                 "app_cpu_units": lambda v: f"app cpu {v}", "sidecar_cpu_units": lambda v: f"sidecar cpu {v}"}
+        words = {
+            "cpu_period_ms": lambda v: f"period {v:g} ms",
+            "cpu_burst_pct": lambda v: f"burst {v:g} %",
+            "cpu_quota": lambda v: "no quota",
+            "cpuset": lambda v: f"cpuset {v}",
+            "gomaxprocs": lambda v: f"GOMAXPROCS {v}",
+            "uv_threadpool_size": lambda v: f"UV_THREADPOOL_SIZE {v}",
+            "node_semi_space_mb": lambda v: f"semi-space {v} MB",
+            "topology": lambda v: f"{v} {TOPOLOGY_WORD}",
+            "app_cpu_units": lambda v: f"app cpu {v}",
+            "sidecar_cpu_units": lambda v: f"sidecar cpu {v}",
+        }
         return ", ".join(words[name](value) for name, value in self.knobs.items())
 
     @property
@@ -276,7 +374,12 @@ class Condition:
             f"{self.app}_cpu{_number_text(self.vcpu)}_mem{self.memory_mb}"
             f"_sc{self.sidecar_count}_load{load_text}"
         )
-        return base + self.proxy_suffix + "".join(f"_{part}" for part in self.id_parts()) + self.load_model_suffix
+        return (
+            base
+            + self.proxy_suffix
+            + "".join(f"_{part}" for part in self.id_parts())
+            + self.load_model_suffix
+        )
 
     def id_parts(self) -> list[str]:
         """The knobs' parts of the id, in KNOBS order; none at the article's settings."""
@@ -333,7 +436,13 @@ class Condition:
     def capacity_condition(self) -> "Condition":
         """The closed-loop condition whose throughput is this setup's capacity: same app, vCPU, memory, sidecar
         count, proxy and knobs, sidecars idle (load 0)."""
-        return replace(self, sidecar_load_pct=0.0, load_model="closed", rate_share=0.0, arrivals=DEFAULT_ARRIVALS)
+        return replace(
+            self,
+            sidecar_load_pct=0.0,
+            load_model="closed",
+            rate_share=0.0,
+            arrivals=DEFAULT_ARRIVALS,
+        )
 
     @property
     def total_sidecar_load_pct(self) -> float:
@@ -356,18 +465,32 @@ class Condition:
         they are not the article's setting (so that a condition without them has the same params, hence rerun
         fingerprint, as before they existed)."""
         values = asdict(self)
-        plain = {name: value for name, value in values.items()
-                 if name not in KNOBS and name != "proxy" and name not in OPEN_AXES}
+        plain = {
+            name: value
+            for name, value in values.items()
+            if name not in KNOBS and name != "proxy" and name not in OPEN_AXES
+        }
         if self.real_proxy:
             plain["proxy"] = self.proxy
         if self.is_open:
             plain.update({name: values[name] for name in OPEN_AXES})
-        return {"id": self.id, **plain, "total_sidecar_load_pct": self.total_sidecar_load_pct, **self.knobs}
+        return {
+            "id": self.id,
+            **plain,
+            "total_sidecar_load_pct": self.total_sidecar_load_pct,
+            **self.knobs,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Condition":
         optional = set(KNOBS) | {"proxy"} | set(OPEN_AXES)
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data or f.name not in optional})
+        return cls(
+            **{
+                f.name: data[f.name]
+                for f in fields(cls)
+                if f.name in data or f.name not in optional
+            }
+        )
 
 
 def _app_warmups(value: Any) -> tuple[tuple[str, float], ...]:
@@ -378,7 +501,9 @@ def _app_warmups(value: Any) -> tuple[tuple[str, float], ...]:
     if isinstance(value, tuple):
         value = dict(value)
     if not isinstance(value, Mapping):
-        raise ConfigError(f"load.app_warmup_s: {value!r} is not a mapping of app to seconds (e.g. {{next: 30}})")
+        raise ConfigError(
+            f"load.app_warmup_s: {value!r} is not a mapping of app to seconds (e.g. {{next: 30}})"
+        )
     out = {}
     for app, seconds in value.items():
         if app not in APPS:
@@ -424,7 +549,9 @@ class LoadSettings:
         if not self.ready_timeout_s > 0:
             raise ConfigError(f"load.ready_timeout_s: {self.ready_timeout_s!r} is not > 0")
         if self.sidecar_burn not in BURNS:
-            raise ConfigError(f"load.sidecar_burn: {self.sidecar_burn!r} is not one of {', '.join(BURNS)}")
+            raise ConfigError(
+                f"load.sidecar_burn: {self.sidecar_burn!r} is not one of {', '.join(BURNS)}"
+            )
 
     def as_dict(self) -> dict[str, Any]:
         settings = asdict(self)
@@ -439,7 +566,9 @@ class LoadSettings:
     def for_app(self, app: str) -> "LoadSettings":
         """The settings one run of app gets: its own warm-up from app_warmup_s, or warmup_s. A run's trigger
         (measured()) is then today's for every app that app_warmup_s does not name."""
-        return replace(self, warmup_s=dict(self.app_warmup_s).get(app, self.warmup_s), app_warmup_s=None)
+        return replace(
+            self, warmup_s=dict(self.app_warmup_s).get(app, self.warmup_s), app_warmup_s=None
+        )
 
     def measured(self) -> dict[str, Any]:
         """The settings that can change a measurement: a run's rerun trigger.
@@ -469,12 +598,16 @@ def check_startable(condition: Condition, where: str = "") -> None:
     """Refuse limits under which the engine or the task cannot start (config checks; the
     runner API itself still takes them, so that tests can make an app run out of memory)."""
     if condition.vcpu < MIN_VCPU:
-        raise ConfigError(f"{where}vcpu: {condition.vcpu:g} is below {MIN_VCPU:g}, the smallest CPU limit Docker "
-                          "accepts")
+        raise ConfigError(
+            f"{where}vcpu: {condition.vcpu:g} is below {MIN_VCPU:g}, the smallest CPU limit Docker "
+            "accepts"
+        )
     minimum = MIN_MEMORY_MB[condition.app]
     if condition.memory_mb < minimum:
-        raise ConfigError(f"{where}memory_mb: {condition.memory_mb} is below {minimum} MB, the least a {condition.app} "
-                          "task needs to start with up to 3 sidecars (docs/operations.md, \"Bad input\")")
+        raise ConfigError(
+            f"{where}memory_mb: {condition.memory_mb} is below {minimum} MB, the least a {condition.app} "
+            'task needs to start with up to 3 sidecars (docs/operations.md, "Bad input")'
+        )
 
 
 def expand_set(name: str, axes: Mapping[str, Iterable[Any]]) -> list[Condition]:
@@ -523,12 +656,16 @@ def _with_load_model_axes(name: str, axes: Mapping[str, Iterable[Any]]) -> dict[
     filled.setdefault("arrivals", [DEFAULT_ARRIVALS])
     if "rate_share" not in filled:
         if "open" in filled["load_model"]:
-            raise ConfigError(f"sets.{name}: load_model open needs rate_share (e.g. [0.5, 0.75]: shares of the "
-                              "setup's closed-loop capacity)")
+            raise ConfigError(
+                f"sets.{name}: load_model open needs rate_share (e.g. [0.5, 0.75]: shares of the "
+                "setup's closed-loop capacity)"
+            )
         filled["rate_share"] = [0.0]
     elif "open" not in filled["load_model"]:
-        raise ConfigError(f"sets.{name}.rate_share: {filled['rate_share']!r} is set, but load_model is "
-                          f"{filled['load_model']!r}: rate_share applies to load_model open only")
+        raise ConfigError(
+            f"sets.{name}.rate_share: {filled['rate_share']!r} is set, but load_model is "
+            f"{filled['load_model']!r}: rate_share applies to load_model open only"
+        )
     return filled
 
 
@@ -542,7 +679,9 @@ def with_capacity_conditions(conditions: Iterable[Condition]) -> list[Condition]
     return sorted(chosen.values())
 
 
-def expand_matrix(sets: Mapping[str, Mapping[str, Iterable[Any]]], names: Iterable[str]) -> list[Condition]:
+def expand_matrix(
+    sets: Mapping[str, Mapping[str, Iterable[Any]]], names: Iterable[str]
+) -> list[Condition]:
     """The de-duplicated union of the named sets, in a stable order."""
     chosen: dict[str, Condition] = {}
     for name in names:

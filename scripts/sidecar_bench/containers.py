@@ -17,6 +17,7 @@ import docker.errors
 import requests.exceptions
 
 from .conditions import Condition
+
 # Every container of a run carries these labels (their keys in labels.py): a run's leftovers, and every
 # sidecar-bench container on an engine, are found by them (job.remove_stale_containers, scripts/cleanup.py).
 from .labels import CONDITION_LABEL, PART_LABEL, PROJECT, PROJECT_LABEL, RUN_LABEL
@@ -73,8 +74,11 @@ def watched(deadline_s: int, command: list[str]) -> list[str]:
 # local or tcp:// engine (connection refused, reset, timed out), paramiko's for ssh:// (its
 # SSHException), OSError for sockets and pipes. The clean-up catches them all, so that a
 # failure to remove one container never skips the next one.
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (docker.errors.DockerException, requests.exceptions.RequestException,
-                                                     OSError)
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    docker.errors.DockerException,
+    requests.exceptions.RequestException,
+    OSError,
+)
 try:
     import paramiko
 
@@ -130,8 +134,11 @@ def exec_in(client: docker.DockerClient, container_id: str, cmd: list[str]) -> E
     created = client.api.exec_create(container_id, cmd, stdout=True, stderr=True)
     stdout, stderr = client.api.exec_start(created["Id"], demux=True)
     code = client.api.exec_inspect(created["Id"])["ExitCode"]
-    return ExecResult(code if code is not None else -1, (stdout or b"").decode(errors="replace"),
-                      (stderr or b"").decode(errors="replace"))
+    return ExecResult(
+        code if code is not None else -1,
+        (stdout or b"").decode(errors="replace"),
+        (stderr or b"").decode(errors="replace"),
+    )
 
 
 def container_name(condition: Condition, run_id: str, part: str) -> str:
@@ -139,7 +146,12 @@ def container_name(condition: Condition, run_id: str, part: str) -> str:
 
 
 def labels(condition: Condition, run_id: str, part: str) -> dict[str, str]:
-    return {PROJECT_LABEL: PROJECT, CONDITION_LABEL: condition.id, RUN_LABEL: run_id, PART_LABEL: part}
+    return {
+        PROJECT_LABEL: PROJECT,
+        CONDITION_LABEL: condition.id,
+        RUN_LABEL: run_id,
+        PART_LABEL: part,
+    }
 
 
 def remove_container(container: Any) -> bool:
@@ -152,8 +164,14 @@ def remove_container(container: Any) -> bool:
     except docker.errors.NotFound:
         pass
     except TRANSPORT_ERRORS as err:
-        log.error("could not remove container %s (%s: %s); it carries the label %s and is removed by the next "
-                  "run on this engine", name, type(err).__name__, err, RUN_LABEL)
+        log.error(
+            "could not remove container %s (%s: %s); it carries the label %s and is removed by the next "
+            "run on this engine",
+            name,
+            type(err).__name__,
+            err,
+            RUN_LABEL,
+        )
         return False
     return True
 

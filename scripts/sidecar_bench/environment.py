@@ -30,9 +30,12 @@ def parse_probe(text: str) -> tuple[str, str]:
 
 def project_commit(root: Path = PROJECT_ROOT) -> str:
     """The checkout's commit, with "-dirty" when tracked files differ from it; "unknown" outside git."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
-                              timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+
     try:
         commit = git("rev-parse", "HEAD")
         dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
@@ -56,8 +59,11 @@ def describe(
     """
     cpu_model, hey_version = parse_probe(probe_text)
     labels = (task_image.get("Config") or {}).get("Labels") or {}
-    versions = {key.removeprefix(LABEL_PREFIX): value for key, value in labels.items()
-                if key.endswith("-version")}
+    versions = {
+        key.removeprefix(LABEL_PREFIX): value
+        for key, value in labels.items()
+        if key.endswith("-version")
+    }
     environment = {
         "hostname": info.get("Name"),
         "cpu_model": cpu_model,

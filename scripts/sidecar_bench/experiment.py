@@ -15,7 +15,13 @@ import jsonschema
 import yaml
 
 from .adaptive import AdaptiveSettings, settings_from_config
-from .conditions import Condition, ConfigError, LoadSettings, expand_matrix, with_capacity_conditions
+from .conditions import (
+    Condition,
+    ConfigError,
+    LoadSettings,
+    expand_matrix,
+    with_capacity_conditions,
+)
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -85,7 +91,9 @@ def _number_or_text(text: str) -> Any:
     return text
 
 
-def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: str = "config.yaml") -> dict:
+def check_config(
+    config: Mapping[str, Any], schema_path: Path = SCHEMA, source: str = "config.yaml"
+) -> dict:
     """Validate a config against the schema; return a copy with defaults filled in.
 
     The first problem is raised as ConfigError naming the key and the value,
@@ -102,7 +110,10 @@ def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: 
         if section in config:
             config[section] = _numbers_from_text(config[section])
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(
+        validator.iter_errors(config),
+        key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))),
+    )
     if errors:
         # The deepest error is the most specific one ("vcpu[0]" rather than "sets").
         error = max(errors, key=lambda e: len(e.absolute_path))
@@ -110,7 +121,9 @@ def check_config(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: 
     return config
 
 
-def load_experiment(config: Mapping[str, Any], schema_path: Path = SCHEMA, source: str = "config.yaml") -> Experiment:
+def load_experiment(
+    config: Mapping[str, Any], schema_path: Path = SCHEMA, source: str = "config.yaml"
+) -> Experiment:
     """The experiment a config describes: check_config, then resolve_experiment."""
     return resolve_experiment(check_config(config, schema_path, source), source)
 
@@ -151,7 +164,9 @@ def resolve_experiment(config: Mapping[str, Any], source: str = "config.yaml") -
         adaptive.check(repeats)
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
-    return Experiment(preset, tuple(conditions), load_settings, dict(config["image"]), hosts, repeats, adaptive)
+    return Experiment(
+        preset, tuple(conditions), load_settings, dict(config["image"]), hosts, repeats, adaptive
+    )
 
 
 def _is_loopback(hostname: str | None) -> bool:
@@ -165,7 +180,9 @@ def _is_loopback(hostname: str | None) -> bool:
         return False
 
 
-def check_host(host: Mapping[str, Any], where: str, environ: Mapping[str, str] = os.environ) -> None:
+def check_host(
+    host: Mapping[str, Any], where: str, environ: Mapping[str, str] = os.environ
+) -> None:
     """What can be checked of a host without reaching it: its TLS files exist and are files, and
     it is not a plain tcp:// engine beyond loopback (unless insecure_tcp: true says so).
 
@@ -187,10 +204,13 @@ def check_host(host: Mapping[str, Any], where: str, environ: Mapping[str, str] =
                 f"{where}.{key}: {url!r} is plain TCP without TLS to {hostname}, not loopback: anyone on the way can "
                 f"read the engine's traffic and drive it, which is root on that machine (host {host['name']!r}). "
                 "Use ssh://user@host, or tcp:// with tls (ca_cert, client_cert, client_key); or set "
-                "insecure_tcp: true on this host to accept the risk")
+                "insecure_tcp: true on this host to accept the risk"
+            )
     for key, value in (host.get("tls") or {}).items():
         path = Path(value)
         if not path.is_file():
             reason = "is not a file" if path.exists() else "does not exist"
-            raise ConfigError(f"{where}.tls.{key}: {value!r} {reason} (host {host['name']!r}, "
-                              f"working directory {Path.cwd()})")
+            raise ConfigError(
+                f"{where}.tls.{key}: {value!r} {reason} (host {host['name']!r}, "
+                f"working directory {Path.cwd()})"
+            )

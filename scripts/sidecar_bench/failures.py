@@ -50,8 +50,10 @@ class AppStopped(RunError):
 #   entrypoint: app (pid 7) exited with status 137; stopping the sidecars
 #   entrypoint: sidecar proxy (pid 9) exited with status 1; stopping the task
 # The status is bash's: 128 + N when signal N killed the process.
-PROCESS_EXIT = re.compile(r"entrypoint: (?:sidecar )?(?P<role>[a-z_]+) \(pid (?P<pid>\d+)\) exited with status "
-                          r"(?P<status>\d+)")
+PROCESS_EXIT = re.compile(
+    r"entrypoint: (?:sidecar )?(?P<role>[a-z_]+) \(pid (?P<pid>\d+)\) exited with status "
+    r"(?P<status>\d+)"
+)
 
 
 def process_exit(log_text: str) -> dict[str, Any]:
@@ -60,8 +62,12 @@ def process_exit(log_text: str) -> dict[str, Any]:
     if match is None:
         return {"role": None, "pid": None, "exit_status": None, "signal": None}
     status = int(match["status"])
-    return {"role": match["role"], "pid": int(match["pid"]), "exit_status": status,
-            "signal": signal_name(status - 128) if status > 128 else None}
+    return {
+        "role": match["role"],
+        "pid": int(match["pid"]),
+        "exit_status": status,
+        "signal": signal_name(status - 128) if status > 128 else None,
+    }
 
 
 def signal_name(number: int) -> str:
@@ -72,7 +78,7 @@ def signal_name(number: int) -> str:
 
 
 def describe_exit(died: Mapping[str, Any]) -> str:
-    """"app (pid 7) was killed by SIGKILL (status 137)" / "sidecar proxy (pid 9) exited with status 1"."""
+    """ "app (pid 7) was killed by SIGKILL (status 137)" / "sidecar proxy (pid 9) exited with status 1"."""
     role = died.get("role")
     if role is None:
         return "the entrypoint logged no process exit (the whole task was killed)"
@@ -105,12 +111,20 @@ def parse_netns_probe(text: str) -> tuple[dict[str, int], int]:
     try:
         served = int(json.loads(stats)["served"])
     except (ValueError, KeyError, TypeError) as err:
-        raise RunError(f"the app's /stats did not answer {{\"served\": N}}: {stats.strip()[:200]!r}") from err
+        raise RunError(
+            f'the app\'s /stats did not answer {{"served": N}}: {stats.strip()[:200]!r}'
+        ) from err
     return parse_tcp_counters(snmp), served
 
 
-def count_failed(rows: int, served_before: int, served_after: int, tcp_before: Mapping[str, int],
-                 tcp_after: Mapping[str, int], cap_reached: bool = False) -> tuple[int, dict[str, int]]:
+def count_failed(
+    rows: int,
+    served_before: int,
+    served_after: int,
+    tcp_before: Mapping[str, int],
+    tcp_after: Mapping[str, int],
+    cap_reached: bool = False,
+) -> tuple[int, dict[str, int]]:
     """Failed requests over the window, and the evidence by kind (the run file's error_distribution).
 
     - served delta - rows: requests the app completed that hey has no row for
@@ -138,9 +152,13 @@ def count_failed(rows: int, served_before: int, served_after: int, tcp_before: M
     refused = tcp_after["AttemptFails"] - tcp_before["AttemptFails"]
     reset = tcp_after["EstabResets"] - tcp_before["EstabResets"]
     reset_connections = math.ceil(reset / 2)
-    evidence = {"served_not_recorded": unrecorded, "tcp_attempt_fails": refused, "tcp_estab_resets": reset,
-                "tcp_reset_connections": reset_connections,
-                "tcp_active_opens": tcp_after["ActiveOpens"] - tcp_before["ActiveOpens"]}
+    evidence = {
+        "served_not_recorded": unrecorded,
+        "tcp_attempt_fails": refused,
+        "tcp_estab_resets": reset,
+        "tcp_reset_connections": reset_connections,
+        "tcp_active_opens": tcp_after["ActiveOpens"] - tcp_before["ActiveOpens"],
+    }
     return max(0 if cap_reached else unrecorded, refused + reset_connections), evidence
 
 

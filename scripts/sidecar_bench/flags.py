@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 HOST_BOUND_THROTTLED_SHARE = 0.05  # below this the quota hardly ever stopped the task
-HOST_BOUND_QUOTA_USE = 0.90  # task CPU below 90 % of its quota: something other than the quota limited it
+HOST_BOUND_QUOTA_USE = (
+    0.90  # task CPU below 90 % of its quota: something other than the quota limited it
+)
 HOST_BUSY_PCT = 90.0  # host CPUs this busy: the host, not the quota, was the limit
 NOT_STEADY_RELATIVE = 0.10  # first vs last third RPS differ by more than 10 % of RPS ...
 NOT_STEADY_SE = 3.0  # ... and by more than 3 standard errors of the difference
@@ -68,38 +70,86 @@ class Flag:
     rule: str  # the threshold, in one sentence
 
 
-FLAGS: dict[str, Flag] = {f.code: f for f in (
-    Flag("host_bound", "H", "host-bound, not quota-bound",
-         f"throttled share < {HOST_BOUND_THROTTLED_SHARE} while task CPU < {HOST_BOUND_QUOTA_USE * 100:g} % "
-         "of the quota, "
-         f"or host CPUs >= {HOST_BUSY_PCT:g} % busy, or the vCPU limit >= the host's CPU count"),
-    Flag("not_steady", "~", "throughput drifted",
-         f"first- and last-third RPS (over the load window's whole seconds) differ by more than "
-         f"{NOT_STEADY_RELATIVE * 100:g} % of RPS and by more than {NOT_STEADY_SE:g} standard errors of the difference"),
-    Flag("few_samples_p99", "†", "few samples for P99",
-         f"fewer than {FEW_SAMPLES_P99} successful responses (P99 from < 5 tail samples)"),
-    Flag("few_samples_p99_9", "‡", "few samples for P99.9",
-         f"fewer than {FEW_SAMPLES_P99_9} successful responses (P99.9 from < 5 tail samples)"),
-    Flag("failed_requests", "E", "failed requests", "errors > 0 (non-2xx responses or failed requests)"),
-    Flag("cap_reached", "C", "hey's result cap reached",
-         "hey recorded its 1,000,000-result cap; later responses are not in the samples"),
-    Flag("oom_or_restart", "M", "OOM kill or restart", "the task was OOM-killed or restarted"),
-    Flag("noisy", "±", "wide interval",
-         f"95 % RPS interval wider than {NOISY_RPS_WIDTH * 100:g} % of RPS, or (unless bimodal) a 95 % P99 interval "
-         f"that spans a whole CFS period or is wider than P99 itself"),
-    Flag("bimodal", "B", "P99 bimodal across runs",
-         "the runs' P99 fall on both sides of a boundary between whole CFS periods ((k + 1/2) x period, k = "
-         f"{', '.join(str(k) for k in BIMODAL_PERIODS)}): compare the cell by its tail shares, not its P99"),
-    Flag("low_coverage", "L", "load generator idle",
-         f"time coverage (summed response time / (concurrency x span)) < {LOW_COVERAGE:g}"),
-    Flag("not_on_time", "O", "open loop behind schedule",
-         f"open loop: more than {NOT_ON_TIME_SHARE * 100:g} % of the scheduled requests not sent on time (late or "
-         f"dropped), or under {SENT_RATE_RATIO * 100:g} % of the set rate sent"),
-    Flag("run_failed", "F", "failed repetition",
-         "a repetition failed because a process of the task (the app or a sidecar) died, was killed or was "
-         "OOM-killed (on_failure: record); the values pool only the measured repetitions, and a cell with none "
-         "reads \"failed\""),
-)}
+FLAGS: dict[str, Flag] = {
+    f.code: f
+    for f in (
+        Flag(
+            "host_bound",
+            "H",
+            "host-bound, not quota-bound",
+            f"throttled share < {HOST_BOUND_THROTTLED_SHARE} while task CPU < {HOST_BOUND_QUOTA_USE * 100:g} % "
+            "of the quota, "
+            f"or host CPUs >= {HOST_BUSY_PCT:g} % busy, or the vCPU limit >= the host's CPU count",
+        ),
+        Flag(
+            "not_steady",
+            "~",
+            "throughput drifted",
+            f"first- and last-third RPS (over the load window's whole seconds) differ by more than "
+            f"{NOT_STEADY_RELATIVE * 100:g} % of RPS and by more than {NOT_STEADY_SE:g} standard errors of the difference",
+        ),
+        Flag(
+            "few_samples_p99",
+            "†",
+            "few samples for P99",
+            f"fewer than {FEW_SAMPLES_P99} successful responses (P99 from < 5 tail samples)",
+        ),
+        Flag(
+            "few_samples_p99_9",
+            "‡",
+            "few samples for P99.9",
+            f"fewer than {FEW_SAMPLES_P99_9} successful responses (P99.9 from < 5 tail samples)",
+        ),
+        Flag(
+            "failed_requests",
+            "E",
+            "failed requests",
+            "errors > 0 (non-2xx responses or failed requests)",
+        ),
+        Flag(
+            "cap_reached",
+            "C",
+            "hey's result cap reached",
+            "hey recorded its 1,000,000-result cap; later responses are not in the samples",
+        ),
+        Flag("oom_or_restart", "M", "OOM kill or restart", "the task was OOM-killed or restarted"),
+        Flag(
+            "noisy",
+            "±",
+            "wide interval",
+            f"95 % RPS interval wider than {NOISY_RPS_WIDTH * 100:g} % of RPS, or (unless bimodal) a 95 % P99 interval "
+            f"that spans a whole CFS period or is wider than P99 itself",
+        ),
+        Flag(
+            "bimodal",
+            "B",
+            "P99 bimodal across runs",
+            "the runs' P99 fall on both sides of a boundary between whole CFS periods ((k + 1/2) x period, k = "
+            f"{', '.join(str(k) for k in BIMODAL_PERIODS)}): compare the cell by its tail shares, not its P99",
+        ),
+        Flag(
+            "low_coverage",
+            "L",
+            "load generator idle",
+            f"time coverage (summed response time / (concurrency x span)) < {LOW_COVERAGE:g}",
+        ),
+        Flag(
+            "not_on_time",
+            "O",
+            "open loop behind schedule",
+            f"open loop: more than {NOT_ON_TIME_SHARE * 100:g} % of the scheduled requests not sent on time (late or "
+            f"dropped), or under {SENT_RATE_RATIO * 100:g} % of the set rate sent",
+        ),
+        Flag(
+            "run_failed",
+            "F",
+            "failed repetition",
+            "a repetition failed because a process of the task (the app or a sidecar) died, was killed or was "
+            "OOM-killed (on_failure: record); the values pool only the measured repetitions, and a cell with none "
+            'reads "failed"',
+        ),
+    )
+}
 CODES = tuple(FLAGS)
 
 
@@ -117,8 +167,11 @@ def host_bound(row: Mapping[str, Any]) -> bool:
         quota_pct = _f(row, "vcpu") * 100.0
     # An open loop below capacity leaves the quota unused by design: only the host's own limits count.
     is_open = row.get("load_model") == "open"
-    if (not is_open and _f(row, "throttled_share") < HOST_BOUND_THROTTLED_SHARE
-            and _f(row, "task_cpu_pct") < HOST_BOUND_QUOTA_USE * quota_pct):
+    if (
+        not is_open
+        and _f(row, "throttled_share") < HOST_BOUND_THROTTLED_SHARE
+        and _f(row, "task_cpu_pct") < HOST_BOUND_QUOTA_USE * quota_pct
+    ):
         return True
     if _f(row, "host_busy_pct") >= HOST_BUSY_PCT:
         return True
@@ -131,7 +184,9 @@ def host_bound(row: Mapping[str, Any]) -> bool:
 def not_steady(row: Mapping[str, Any]) -> bool:
     diff = abs(_f(row, "last_third_rps") - _f(row, "first_third_rps"))
     se = _f(row, "thirds_diff_se_rps")
-    threshold = max(NOT_STEADY_RELATIVE * _f(row, "rps"), NOT_STEADY_SE * (0.0 if math.isnan(se) else se))
+    threshold = max(
+        NOT_STEADY_RELATIVE * _f(row, "rps"), NOT_STEADY_SE * (0.0 if math.isnan(se) else se)
+    )
     return diff > threshold
 
 
@@ -167,7 +222,9 @@ def run_flags(row: Mapping[str, Any]) -> list[str]:
 
 def not_on_time(row: Mapping[str, Any]) -> bool:
     """Open loop: the generator fell behind its schedule (NaN for a closed run compares False)."""
-    return _f(row, "not_on_time_share") > NOT_ON_TIME_SHARE or _f(row, "rate_ratio") < SENT_RATE_RATIO
+    return (
+        _f(row, "not_on_time_share") > NOT_ON_TIME_SHARE or _f(row, "rate_ratio") < SENT_RATE_RATIO
+    )
 
 
 def failed_run_flags(row: Mapping[str, Any]) -> list[str]:
@@ -182,11 +239,23 @@ def bimodal(run_p99_ms: Iterable[float], period_ms: float = DEFAULT_PERIOD_MS) -
     """Some run's P99 below (k + 1/2) periods and another's at or above it, for a k in BIMODAL_PERIODS."""
     p99 = [float(v) for v in run_p99_ms if v is not None and math.isfinite(float(v))]
     period = period_ms if math.isfinite(period_ms) and period_ms > 0 else DEFAULT_PERIOD_MS
-    return any(min(p99) < (k + 0.5) * period <= max(p99) for k in BIMODAL_PERIODS) if len(p99) >= 2 else False
+    return (
+        any(min(p99) < (k + 0.5) * period <= max(p99) for k in BIMODAL_PERIODS)
+        if len(p99) >= 2
+        else False
+    )
 
 
-def noisy(rps: float, rps_lo: float, rps_hi: float, p99_ms: float, p99_lo: float, p99_hi: float,
-          period_ms: float = DEFAULT_PERIOD_MS, is_bimodal: bool = False) -> bool:
+def noisy(
+    rps: float,
+    rps_lo: float,
+    rps_hi: float,
+    p99_ms: float,
+    p99_lo: float,
+    p99_hi: float,
+    period_ms: float = DEFAULT_PERIOD_MS,
+    is_bimodal: bool = False,
+) -> bool:
     if (rps_hi - rps_lo) > NOISY_RPS_WIDTH * rps:
         return True
     if is_bimodal:
@@ -196,18 +265,27 @@ def noisy(rps: float, rps_lo: float, rps_hi: float, p99_ms: float, p99_lo: float
     return width >= NOISY_P99_PERIODS * period or width > NOISY_P99_WIDTH * p99_ms
 
 
-def condition_flags(runs_flags: Iterable[Iterable[str]], pooled: Mapping[str, Any],
-                    run_p99_ms: Iterable[float] = ()) -> list[str]:
+def condition_flags(
+    runs_flags: Iterable[Iterable[str]], pooled: Mapping[str, Any], run_p99_ms: Iterable[float] = ()
+) -> list[str]:
     """A condition's codes: any run's (few_samples from the summed count instead; codes no longer defined
     dropped), plus bimodal from its runs' P99 and noisy from its intervals."""
-    found = {code for flags in runs_flags for code in flags if code in FLAGS and not code.startswith("few_samples")}
+    found = {
+        code
+        for flags in runs_flags
+        for code in flags
+        if code in FLAGS and not code.startswith("few_samples")
+    }
     found.update(few_samples(_f(pooled, "successful")))
     period = _f(pooled, "period_ms")
     is_bimodal = bimodal(run_p99_ms, period)
     if is_bimodal:
         found.add("bimodal")
-    if noisy(*(_f(pooled, k) for k in ("rps", "rps_lo", "rps_hi", "p99_ms", "p99_ms_lo", "p99_ms_hi")),
-             period_ms=period, is_bimodal=is_bimodal):
+    if noisy(
+        *(_f(pooled, k) for k in ("rps", "rps_lo", "rps_hi", "p99_ms", "p99_ms_lo", "p99_ms_hi")),
+        period_ms=period,
+        is_bimodal=is_bimodal,
+    ):
         found.add("noisy")
     return [code for code in CODES if code in found]
 

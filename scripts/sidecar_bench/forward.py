@@ -64,19 +64,58 @@ import pandas as pd
 from .repstats import mean_interval
 
 WITHIN = 0.10
-THROTTLED_LEVEL = 0.5  # median throttled share of the 0 % load runs at and above which the quota binds
-SCHEME = ("leave-one-out: cost from the app's 0 % load cells at that vCPU (not scored); sidecar delivery from "
-          "the other loaded cells of that app, vCPU and sidecar count")
-FACTORS = {"sidecars": "sidecars' delivered CPU", "use": "app's use of the CPU left", "cost": "cost per request"}
+THROTTLED_LEVEL = (
+    0.5  # median throttled share of the 0 % load runs at and above which the quota binds
+)
+SCHEME = (
+    "leave-one-out: cost from the app's 0 % load cells at that vCPU (not scored); sidecar delivery from "
+    "the other loaded cells of that app, vCPU and sidecar count"
+)
+FACTORS = {
+    "sidecars": "sidecars' delivered CPU",
+    "use": "app's use of the CPU left",
+    "cost": "cost per request",
+}
 
 FORWARD_COLUMNS = [
-    "condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct", "total_sidecar_load_pct",
-    "role", "cost_ms", "cost_ms_lo", "cost_ms_hi", "cost_runs", "cost_memory_mb", "other_pred_pct",
-    "delivered_per_sidecar_pct", "delivery_points", "sidecars_pred_pct", "available_pred_pct",
-    "predicted_rps", "predicted_rps_lo", "predicted_rps_hi", "rps", "rps_lo", "rps_hi",
-    "ratio", "ratio_lo", "ratio_hi", "verdict", "within",
-    "sidecars_cpu_pct", "other_cpu_pct", "app_cpu_pct", "cell_cost_ms",
-    "sidecar_factor", "use_factor", "cost_factor", "leading_factor", "reason",
+    "condition_id",
+    "app",
+    "vcpu",
+    "memory_mb",
+    "sidecar_count",
+    "sidecar_load_pct",
+    "total_sidecar_load_pct",
+    "role",
+    "cost_ms",
+    "cost_ms_lo",
+    "cost_ms_hi",
+    "cost_runs",
+    "cost_memory_mb",
+    "other_pred_pct",
+    "delivered_per_sidecar_pct",
+    "delivery_points",
+    "sidecars_pred_pct",
+    "available_pred_pct",
+    "predicted_rps",
+    "predicted_rps_lo",
+    "predicted_rps_hi",
+    "rps",
+    "rps_lo",
+    "rps_hi",
+    "ratio",
+    "ratio_lo",
+    "ratio_hi",
+    "verdict",
+    "within",
+    "sidecars_cpu_pct",
+    "other_cpu_pct",
+    "app_cpu_pct",
+    "cell_cost_ms",
+    "sidecar_factor",
+    "use_factor",
+    "cost_factor",
+    "leading_factor",
+    "reason",
 ]
 
 
@@ -137,22 +176,36 @@ def fit_cost(per_run: pd.DataFrame, app: str, vcpu: float) -> CostFit | None:
     memory = max(counts.index, key=lambda m: (counts[m], float(m)))
     rows = rows[rows["memory_mb"] == memory]
     estimate = mean_interval(_run_costs(rows).to_numpy(float))
-    return CostFit(estimate.value, estimate.lo, estimate.hi, estimate.n, float(memory),
-                   float(_numeric(rows, "other_cpu_pct").mean()), float(_numeric(rows, "throttled_share").median()),
-                   tuple(sorted(rows["condition_id"].unique())))
+    return CostFit(
+        estimate.value,
+        estimate.lo,
+        estimate.hi,
+        estimate.n,
+        float(memory),
+        float(_numeric(rows, "other_cpu_pct").mean()),
+        float(_numeric(rows, "throttled_share").median()),
+        tuple(sorted(rows["condition_id"].unique())),
+    )
 
 
-def delivery_points(summary: pd.DataFrame, app: str, vcpu: float, sidecar_count: float,
-                    leave_out: str) -> list[tuple[float, float]]:
+def delivery_points(
+    summary: pd.DataFrame, app: str, vcpu: float, sidecar_count: float, leave_out: str
+) -> list[tuple[float, float]]:
     """(per-sidecar nominal load, mean delivered CPU per sidecar) of the loaded cells of an app and vCPU, all but
     `leave_out`, sorted by load: those with the same sidecar count when there are any, else every count."""
-    rows = summary[(summary["app"] == app) & np.isclose(_numeric(summary, "vcpu"), float(vcpu))
-                   & (_numeric(summary, "sidecar_count") > 0) & (_numeric(summary, "sidecar_load_pct") > 0)
-                   & (summary["condition_id"] != leave_out)]
+    rows = summary[
+        (summary["app"] == app)
+        & np.isclose(_numeric(summary, "vcpu"), float(vcpu))
+        & (_numeric(summary, "sidecar_count") > 0)
+        & (_numeric(summary, "sidecar_load_pct") > 0)
+        & (summary["condition_id"] != leave_out)
+    ]
     same = rows[np.isclose(_numeric(rows, "sidecar_count"), float(sidecar_count))]
     rows = same if len(same) else rows
     per_sidecar = _numeric(rows, "sidecars_cpu_pct") / _numeric(rows, "sidecar_count")
-    frame = pd.DataFrame({"load": _numeric(rows, "sidecar_load_pct"), "delivered": per_sidecar}).dropna()
+    frame = pd.DataFrame(
+        {"load": _numeric(rows, "sidecar_load_pct"), "delivered": per_sidecar}
+    ).dropna()
     means = frame.groupby("load", sort=True)["delivered"].mean()
     return [(float(load), float(value)) for load, value in means.items()]
 
@@ -184,12 +237,14 @@ def _rps(available_pct: float, cost_ms: float) -> float:
     if math.isnan(cost_ms) or math.isnan(available_pct):
         return math.nan
     if cost_ms <= 0:
-        return math.inf  # a t interval's lower end below zero (few, spread runs): no upper bound on the RPS
+        return (
+            math.inf
+        )  # a t interval's lower end below zero (few, spread runs): no upper bound on the RPS
     return max(available_pct, 0.0) / 100.0 / (cost_ms / 1000.0)
 
 
 def verdict(ratio_lo: float, ratio_hi: float, within: float = WITHIN) -> str:
-    """"within", "miss" or "undecided" for a ratio interval against [1 - within, 1 + within]."""
+    """ "within", "miss" or "undecided" for a ratio interval against [1 - within, 1 + within]."""
     if math.isnan(ratio_lo) or math.isnan(ratio_hi):
         return ""
     if 1 - within <= ratio_lo and ratio_hi <= 1 + within:
@@ -199,31 +254,74 @@ def verdict(ratio_lo: float, ratio_hi: float, within: float = WITHIN) -> str:
     return "undecided"
 
 
-def predict_cell(cond: Mapping[str, Any], summary: pd.DataFrame, per_run: pd.DataFrame,
-                 costs: Mapping[tuple[str, float], CostFit | None] | None = None) -> dict[str, Any]:
+def predict_cell(
+    cond: Mapping[str, Any],
+    summary: pd.DataFrame,
+    per_run: pd.DataFrame,
+    costs: Mapping[tuple[str, float], CostFit | None] | None = None,
+) -> dict[str, Any]:
     """The forward prediction of one condition (module docstring). Reads the cell's settings only; its measured
     values are copied beside the prediction to score and explain it, never into it."""
     app, vcpu, cid = str(cond["app"]), _f(cond["vcpu"]), str(cond["condition_id"])
     count, load = _f(cond.get("sidecar_count")), _f(cond.get("sidecar_load_pct"))
     total = _f(cond.get("total_sidecar_load_pct"))
-    fit = costs[(app, vcpu)] if costs is not None and (app, vcpu) in costs else fit_cost(per_run, app, vcpu)
+    fit = (
+        costs[(app, vcpu)]
+        if costs is not None and (app, vcpu) in costs
+        else fit_cost(per_run, app, vcpu)
+    )
     points = delivery_points(summary, app, vcpu, count, leave_out=cid)
     per_sidecar = delivered_per_sidecar(points, load) if count > 0 else 0.0
     sidecars_pred = count * per_sidecar if count > 0 else 0.0
-    row: dict[str, Any] = {c: cond.get(c) for c in ("condition_id", "app", "vcpu", "memory_mb", "sidecar_count",
-                                                      "sidecar_load_pct", "total_sidecar_load_pct", "rps", "rps_lo",
-                                                      "rps_hi", "sidecars_cpu_pct", "other_cpu_pct", "app_cpu_pct")}
-    row.update({"delivered_per_sidecar_pct": per_sidecar, "delivery_points": len(points),
-                "sidecars_pred_pct": sidecars_pred})
+    row: dict[str, Any] = {
+        c: cond.get(c)
+        for c in (
+            "condition_id",
+            "app",
+            "vcpu",
+            "memory_mb",
+            "sidecar_count",
+            "sidecar_load_pct",
+            "total_sidecar_load_pct",
+            "rps",
+            "rps_lo",
+            "rps_hi",
+            "sidecars_cpu_pct",
+            "other_cpu_pct",
+            "app_cpu_pct",
+        )
+    }
+    row.update(
+        {
+            "delivered_per_sidecar_pct": per_sidecar,
+            "delivery_points": len(points),
+            "sidecars_pred_pct": sidecars_pred,
+        }
+    )
     if fit is None:
-        row.update({"role": "no fit", "reason": "no 0 % load cell of this app at this vCPU: no cost to predict with"})
+        row.update(
+            {
+                "role": "no fit",
+                "reason": "no 0 % load cell of this app at this vCPU: no cost to predict with",
+            }
+        )
         return row
     quota = 100.0 * vcpu
     available = quota - sidecars_pred - fit.other_pct
-    row.update({"cost_ms": fit.value, "cost_ms_lo": fit.lo, "cost_ms_hi": fit.hi, "cost_runs": fit.runs,
-                "cost_memory_mb": fit.memory_mb, "other_pred_pct": fit.other_pct, "available_pred_pct": available,
-                "predicted_rps": _rps(available, fit.value), "predicted_rps_lo": _rps(available, fit.hi),
-                "predicted_rps_hi": _rps(available, fit.lo)})
+    row.update(
+        {
+            "cost_ms": fit.value,
+            "cost_ms_lo": fit.lo,
+            "cost_ms_hi": fit.hi,
+            "cost_runs": fit.runs,
+            "cost_memory_mb": fit.memory_mb,
+            "other_pred_pct": fit.other_pct,
+            "available_pred_pct": available,
+            "predicted_rps": _rps(available, fit.value),
+            "predicted_rps_lo": _rps(available, fit.hi),
+            "predicted_rps_hi": _rps(available, fit.lo),
+        }
+    )
     measured = _f(cond.get("rps"))
     predicted = row["predicted_rps"]
     row["ratio"] = measured / predicted if predicted else math.nan
@@ -232,14 +330,31 @@ def predict_cell(cond: Mapping[str, Any], summary: pd.DataFrame, per_run: pd.Dat
     if cid in fit.cells or (not math.isnan(total) and total <= 0):
         row.update({"role": "fit", "reason": "0 % load: fits the cost, not scored"})
     elif not fit.quota_bound:
-        row.update({"role": "host-bound", "reason": (f"not scored: the app's 0 % load runs at this vCPU were "
-                                                    f"throttled in {fit.throttled_share:.0%} of periods, so the "
-                                                    "quota does not set its CPU (host-bound level)")})
+        row.update(
+            {
+                "role": "host-bound",
+                "reason": (
+                    f"not scored: the app's 0 % load runs at this vCPU were "
+                    f"throttled in {fit.throttled_share:.0%} of periods, so the "
+                    "quota does not set its CPU (host-bound level)"
+                ),
+            }
+        )
     elif math.isnan(measured) or measured <= 0:
-        row.update({"role": "not measured", "reason": "no measured RPS (every repetition failed): nothing to score"})
+        row.update(
+            {
+                "role": "not measured",
+                "reason": "no measured RPS (every repetition failed): nothing to score",
+            }
+        )
     elif math.isnan(sidecars_pred):
-        row.update({"role": "no fit", "reason": "no other loaded cell of this app at this vCPU: no delivery to "
-                                                "predict with"})
+        row.update(
+            {
+                "role": "no fit",
+                "reason": "no other loaded cell of this app at this vCPU: no delivery to "
+                "predict with",
+            }
+        )
     else:
         row["role"] = "scored"
     _explain(row)
@@ -249,8 +364,14 @@ def predict_cell(cond: Mapping[str, Any], summary: pd.DataFrame, per_run: pd.Dat
 def _explain(row: dict[str, Any], within: float = WITHIN) -> None:
     """Verdict, the three factors and the reason, from the cell's own measurements (after the prediction)."""
     quota = 100.0 * _f(row["vcpu"])
-    sidecars, other, app = _f(row.get("sidecars_cpu_pct")), _f(row.get("other_cpu_pct")), _f(row.get("app_cpu_pct"))
-    left = quota - (0.0 if math.isnan(sidecars) else sidecars) - (0.0 if math.isnan(other) else other)
+    sidecars, other, app = (
+        _f(row.get("sidecars_cpu_pct")),
+        _f(row.get("other_cpu_pct")),
+        _f(row.get("app_cpu_pct")),
+    )
+    left = (
+        quota - (0.0 if math.isnan(sidecars) else sidecars) - (0.0 if math.isnan(other) else other)
+    )
     measured = _f(row.get("rps"))
     cell_cost = app / 100.0 / measured * 1000.0 if measured else math.nan
     pred_left = _f(row.get("available_pred_pct"))
@@ -263,7 +384,11 @@ def _explain(row: dict[str, Any], within: float = WITHIN) -> None:
         return
     row["verdict"] = verdict(_f(row["ratio_lo"]), _f(row["ratio_hi"]), within)
     row["within"] = row["verdict"] == "within"
-    factors = {"sidecars": row["sidecar_factor"], "use": row["use_factor"], "cost": row["cost_factor"]}
+    factors = {
+        "sidecars": row["sidecar_factor"],
+        "use": row["use_factor"],
+        "cost": row["cost_factor"],
+    }
     finite = {k: v for k, v in factors.items() if v and not math.isnan(v) and v > 0}
     if row["verdict"] == "within" or not finite:
         row.update({"leading_factor": "", "reason": ""})
@@ -271,38 +396,57 @@ def _explain(row: dict[str, Any], within: float = WITHIN) -> None:
     lead = max(finite, key=lambda k: abs(math.log(finite[k])))
     row["leading_factor"] = lead
     texts = {
-        "sidecars": (f"the sidecars and other processes took {quota - left:.1f} % of a core, "
-                     f"{quota - pred_left:.1f} % predicted from the other cells at this vCPU "
-                     f"(sidecar factor {factors['sidecars']:.2f})"),
-        "use": (f"the app used {app:.1f} % of a core of the {left:.1f} % left to it "
-                f"(use factor {factors['use']:.2f})"),
-        "cost": (f"a request cost {cell_cost:.3g} ms, {_f(row['cost_ms']):.3g} ms "
-                 f"[{_f(row['cost_ms_lo']):.3g}-{_f(row['cost_ms_hi']):.3g}] at 0 % load"
-                 + (f" (fitted at {_f(row['cost_memory_mb']):g} MB, this cell has {_f(row['memory_mb']):g} MB)"
-                    if _f(row["memory_mb"]) != _f(row.get("cost_memory_mb")) else "")
-                 + f" (cost factor {factors['cost']:.2f})"),
+        "sidecars": (
+            f"the sidecars and other processes took {quota - left:.1f} % of a core, "
+            f"{quota - pred_left:.1f} % predicted from the other cells at this vCPU "
+            f"(sidecar factor {factors['sidecars']:.2f})"
+        ),
+        "use": (
+            f"the app used {app:.1f} % of a core of the {left:.1f} % left to it "
+            f"(use factor {factors['use']:.2f})"
+        ),
+        "cost": (
+            f"a request cost {cell_cost:.3g} ms, {_f(row['cost_ms']):.3g} ms "
+            f"[{_f(row['cost_ms_lo']):.3g}-{_f(row['cost_ms_hi']):.3g}] at 0 % load"
+            + (
+                f" (fitted at {_f(row['cost_memory_mb']):g} MB, this cell has {_f(row['memory_mb']):g} MB)"
+                if _f(row["memory_mb"]) != _f(row.get("cost_memory_mb"))
+                else ""
+            )
+            + f" (cost factor {factors['cost']:.2f})"
+        ),
     }
     ordered = sorted(finite, key=lambda k: abs(math.log(finite[k])), reverse=True)
-    reason = "; ".join(texts[k] for k in ordered if abs(math.log(finite[k])) > math.log(1 + within / 2)) or \
-        f"no single factor beyond 5 %; the largest is the {FACTORS[lead]} ({finite[lead]:.2f})"
+    reason = (
+        "; ".join(texts[k] for k in ordered if abs(math.log(finite[k])) > math.log(1 + within / 2))
+        or f"no single factor beyond 5 %; the largest is the {FACTORS[lead]} ({finite[lead]:.2f})"
+    )
     if row["verdict"] == "undecided":
-        reason = (f"undecided: the ratio's interval {_f(row['ratio_lo']):.2f}-{_f(row['ratio_hi']):.2f} "
-                  f"straddles the 10 % band; {reason}")
+        reason = (
+            f"undecided: the ratio's interval {_f(row['ratio_lo']):.2f}-{_f(row['ratio_hi']):.2f} "
+            f"straddles the 10 % band; {reason}"
+        )
     row["reason"] = reason
 
 
-def forward_predict(summary: pd.DataFrame, per_run: pd.DataFrame,
-                    calibration_runs: pd.DataFrame | None = None) -> pd.DataFrame:
+def forward_predict(
+    summary: pd.DataFrame, per_run: pd.DataFrame, calibration_runs: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """One row per condition of the summary: the forward prediction, its verdict and the reason of a miss.
 
     summary: the condition summary (settings, measured rps and CPU columns; the CPU columns are read for the
     other cells' delivery and to explain, never for the cell's own prediction); per_run: the runs summary;
     calibration_runs: the calibration's own runs (app alone at levels the matrix lacks), when there are any.
     """
-    runs = per_run if calibration_runs is None or calibration_runs.empty else pd.concat(
-        [per_run, calibration_runs], ignore_index=True)
-    costs = {key: fit_cost(runs, *key) for key in
-             {(str(a), float(v)) for a, v in zip(summary["app"], summary["vcpu"])}}
+    runs = (
+        per_run
+        if calibration_runs is None or calibration_runs.empty
+        else pd.concat([per_run, calibration_runs], ignore_index=True)
+    )
+    costs = {
+        key: fit_cost(runs, *key)
+        for key in {(str(a), float(v)) for a, v in zip(summary["app"], summary["vcpu"])}
+    }
     rows = [predict_cell(cond, summary, runs, costs) for _, cond in summary.iterrows()]
     return pd.DataFrame(rows).reindex(columns=FORWARD_COLUMNS)
 
@@ -315,20 +459,45 @@ def share_within(forward: pd.DataFrame) -> pd.DataFrame:
         counts = scored["verdict"].value_counts()
         not_within = scored[scored["verdict"] != "within"]
         by_factor = not_within["leading_factor"].value_counts()
-        out.append({"app": app, "cells": len(scored), "within": int(counts.get("within", 0)),
-                    "undecided": int(counts.get("undecided", 0)), "miss": int(counts.get("miss", 0)),
-                    "share_within": float(counts.get("within", 0) / len(scored)) if len(scored) else math.nan,
-                    "point_within": int((np.abs(scored["ratio"].astype(float) - 1) <= WITHIN).sum()),
-                    "median_ratio": float(scored["ratio"].median()) if len(scored) else math.nan,
-                    "not_within_sidecars": int(by_factor.get("sidecars", 0)),
-                    "not_within_use": int(by_factor.get("use", 0)),
-                    "not_within_cost": int(by_factor.get("cost", 0)),
-                    "fit_cells": int((group["role"] == "fit").sum()),
-                    "host_bound_cells": int((group["role"] == "host-bound").sum()),
-                    "no_fit_cells": int((group["role"] == "no fit").sum())})
-    return pd.DataFrame(out, columns=["app", "cells", "within", "undecided", "miss", "share_within", "point_within",
-                                      "median_ratio", "not_within_sidecars", "not_within_use", "not_within_cost",
-                                      "fit_cells", "host_bound_cells", "no_fit_cells"])
+        out.append(
+            {
+                "app": app,
+                "cells": len(scored),
+                "within": int(counts.get("within", 0)),
+                "undecided": int(counts.get("undecided", 0)),
+                "miss": int(counts.get("miss", 0)),
+                "share_within": float(counts.get("within", 0) / len(scored))
+                if len(scored)
+                else math.nan,
+                "point_within": int((np.abs(scored["ratio"].astype(float) - 1) <= WITHIN).sum()),
+                "median_ratio": float(scored["ratio"].median()) if len(scored) else math.nan,
+                "not_within_sidecars": int(by_factor.get("sidecars", 0)),
+                "not_within_use": int(by_factor.get("use", 0)),
+                "not_within_cost": int(by_factor.get("cost", 0)),
+                "fit_cells": int((group["role"] == "fit").sum()),
+                "host_bound_cells": int((group["role"] == "host-bound").sum()),
+                "no_fit_cells": int((group["role"] == "no fit").sum()),
+            }
+        )
+    return pd.DataFrame(
+        out,
+        columns=[
+            "app",
+            "cells",
+            "within",
+            "undecided",
+            "miss",
+            "share_within",
+            "point_within",
+            "median_ratio",
+            "not_within_sidecars",
+            "not_within_use",
+            "not_within_cost",
+            "fit_cells",
+            "host_bound_cells",
+            "no_fit_cells",
+        ],
+    )
 
 
 def misses(forward: pd.DataFrame) -> pd.DataFrame:
@@ -336,4 +505,6 @@ def misses(forward: pd.DataFrame) -> pd.DataFrame:
     rows = forward[(forward["role"] == "scored") & (forward["verdict"] != "within")].copy()
     rows["distance"] = np.abs(np.log(rows["ratio"].astype(float)))
     rows["order"] = (rows["verdict"] != "miss").astype(int)
-    return rows.sort_values(["order", "distance"], ascending=[True, False]).drop(columns=["distance", "order"])
+    return rows.sort_values(["order", "distance"], ascending=[True, False]).drop(
+        columns=["distance", "order"]
+    )

@@ -77,14 +77,22 @@ def command(url: str, duration_s: float, concurrency: int) -> list[str]:
     return ["hey", "-z", f"{_duration_text(duration_s)}s", "-c", str(concurrency), "-o", "csv", url]
 
 
-def command_to_file(url: str, duration_s: float, concurrency: int, csv_path: str,
-                    wrapper: Sequence[str] = ()) -> list[str]:
+def command_to_file(
+    url: str, duration_s: float, concurrency: int, csv_path: str, wrapper: Sequence[str] = ()
+) -> list[str]:
     """The argument list running `wrapper + command(...)` with hey's CSV written to csv_path.
 
     Its stdout is two counter lines (see parse_loadgen_usage); hey's errors stay on stderr.
     """
-    return ["sh", "-c", TO_FILE_SCRIPT, "hey-to-file", csv_path, *wrapper,
-            *command(url, duration_s, concurrency)]
+    return [
+        "sh",
+        "-c",
+        TO_FILE_SCRIPT,
+        "hey-to-file",
+        csv_path,
+        *wrapper,
+        *command(url, duration_s, concurrency),
+    ]
 
 
 def parse_loadgen_usage(text: str) -> float | None:
@@ -99,7 +107,9 @@ def parse_loadgen_usage(text: str) -> float | None:
     if len(values) != 2:
         return None
     if values[1] < values[0]:
-        raise HeyOutputError(f"the load generator's CPU counter went backwards: {values[0]} then {values[1]} s")
+        raise HeyOutputError(
+            f"the load generator's CPU counter went backwards: {values[0]} then {values[1]} s"
+        )
     return values[1] - values[0]
 
 
@@ -121,7 +131,9 @@ def parse_csv(text: str) -> pd.DataFrame:
     lines = text.strip().splitlines()
     header_at = next((i for i, line in enumerate(lines) if line.startswith("response-time,")), None)
     if header_at is None:
-        raise HeyOutputError(f"hey output has no CSV header 'response-time,...'; it starts with {text[:200]!r}")
+        raise HeyOutputError(
+            f"hey output has no CSV header 'response-time,...'; it starts with {text[:200]!r}"
+        )
     header = lines[header_at].split(",")
     if header != list(CSV_COLUMNS):
         raise HeyOutputError(
@@ -162,7 +174,9 @@ def check_samples(samples: pd.DataFrame, duration_s: float, concurrency: int) ->
         raise ValueError("hey recorded no requests: the app answered nothing in the window")
     codes = samples["status_code"]
     if (codes < 100).any() or (codes > 599).any():
-        raise ValueError(f"hey recorded status codes outside 100..599: {sorted(set(codes[(codes < 100) | (codes > 599)]))}")
+        raise ValueError(
+            f"hey recorded status codes outside 100..599: {sorted(set(codes[(codes < 100) | (codes > 599)]))}"
+        )
     offsets = samples["offset_s"]
     # A worker checks the stop signal before each request, so no request starts
     # after the window; 1 s covers scheduling jitter on a busy host.
@@ -173,5 +187,11 @@ def check_samples(samples: pd.DataFrame, duration_s: float, concurrency: int) ->
     span = float((offsets + samples["response_time_s"]).max())
     coverage = float(samples["response_time_s"].sum() / (concurrency * span)) if span > 0 else 0.0
     non_2xx = int(((codes < 200) | (codes > 299)).sum())
-    return SampleCheck(rows=rows, non_2xx=non_2xx, max_offset_s=float(offsets.max()), span_s=span,
-                       time_coverage=coverage, cap_reached=rows >= MAX_ROWS)
+    return SampleCheck(
+        rows=rows,
+        non_2xx=non_2xx,
+        max_offset_s=float(offsets.max()),
+        span_s=span,
+        time_coverage=coverage,
+        cap_reached=rows >= MAX_ROWS,
+    )

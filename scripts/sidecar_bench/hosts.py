@@ -56,8 +56,10 @@ def lock_dir() -> Path:
     working directory, so that a test in a copy of the project and a matrix in the
     checkout never measure on one engine at once (the engine's lease covers other users
     and other machines)."""
-    return Path(os.environ.get("SIDECAR_BENCH_LOCK_DIR")
-                or Path(tempfile.gettempdir()) / f"sidecar-bench-locks-{os.getuid()}")
+    return Path(
+        os.environ.get("SIDECAR_BENCH_LOCK_DIR")
+        or Path(tempfile.gettempdir()) / f"sidecar-bench-locks-{os.getuid()}"
+    )
 
 
 class HostError(RuntimeError):
@@ -77,13 +79,19 @@ def _safe_lock_dir(path: Path) -> Path:
     except OSError as err:
         raise HostError(f"lock directory {path}: {err}") from None
     if not stat.S_ISDIR(st.st_mode):
-        raise HostError(f"lock directory {path} is not a directory (a symlink?): remove it or set SIDECAR_BENCH_LOCK_DIR")
+        raise HostError(
+            f"lock directory {path} is not a directory (a symlink?): remove it or set SIDECAR_BENCH_LOCK_DIR"
+        )
     if st.st_uid != os.getuid():
-        raise HostError(f"lock directory {path} belongs to uid {st.st_uid}, not to you ({os.getuid()}): "
-                        "remove it or set SIDECAR_BENCH_LOCK_DIR")
+        raise HostError(
+            f"lock directory {path} belongs to uid {st.st_uid}, not to you ({os.getuid()}): "
+            "remove it or set SIDECAR_BENCH_LOCK_DIR"
+        )
     if st.st_mode & 0o022:
-        raise HostError(f"lock directory {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}): "
-                        "chmod go-w it or set SIDECAR_BENCH_LOCK_DIR")
+        raise HostError(
+            f"lock directory {path} is writable by others (mode {stat.S_IMODE(st.st_mode):o}): "
+            "chmod go-w it or set SIDECAR_BENCH_LOCK_DIR"
+        )
     return path
 
 
@@ -114,9 +122,15 @@ class EngineGone(HostError):
 
 
 @contextlib.contextmanager
-def host_lock(hosts: list[Mapping[str, Any]], lock_dir: str | Path, timeout: float,
-              describe: str, max_hold_s: float = lease.DEFAULT_MAX_HOLD_S,
-              poll_s: float = 1.0, wait: bool = True) -> Iterator[tuple[Mapping[str, Any], docker.DockerClient]]:
+def host_lock(
+    hosts: list[Mapping[str, Any]],
+    lock_dir: str | Path,
+    timeout: float,
+    describe: str,
+    max_hold_s: float = lease.DEFAULT_MAX_HOLD_S,
+    poll_s: float = 1.0,
+    wait: bool = True,
+) -> Iterator[tuple[Mapping[str, Any], docker.DockerClient]]:
     """Hold one engine exclusively: the first free one in order, else wait until one is free.
 
     Measurements and image builds take it, so nothing of ours runs on an engine (or on
@@ -138,12 +152,19 @@ def host_lock(hosts: list[Mapping[str, Any]], lock_dir: str | Path, timeout: flo
             client = client_for(host, timeout)
             engine_id = client.info()["ID"]
         except UNREACHABLE as err:
-            log.warning("Docker host %s (%s) is not reachable, skipping it: %s", host["name"], host.get("url"), err)
+            log.warning(
+                "Docker host %s (%s) is not reachable, skipping it: %s",
+                host["name"],
+                host.get("url"),
+                err,
+            )
             continue
         candidates.append((host, client, lock_dir / f"{sanitize(engine_id)}.lock"))
     if not candidates:
-        raise HostError(f"no Docker host is reachable: {', '.join(str(h['name']) for h in hosts)}; "
-                        "check hosts in config.yaml and that the engines run")
+        raise HostError(
+            f"no Docker host is reachable: {', '.join(str(h['name']) for h in hosts)}; "
+            "check hosts in config.yaml and that the engines run"
+        )
     chosen = None
     told: set[str] = set()
     waited_since = None
@@ -168,14 +189,18 @@ def host_lock(hosts: list[Mapping[str, Any]], lock_dir: str | Path, timeout: flo
                 chosen = (host, client, fd, held)
                 break
             if chosen is None and not wait:
-                raise HostError("; ".join(f"engine {h['name']} is busy: {why}" for h, why, _ in busy))
+                raise HostError(
+                    "; ".join(f"engine {h['name']} is busy: {why}" for h, why, _ in busy)
+                )
             if chosen is None:
                 waited_since = waited_since or time.monotonic()
                 host, why, key = busy[0]
                 if key not in told:
                     told.add(key)
-                    message = (f"waiting for engine {host['name']}: another measurement or build holds it: {why}"
-                               + ("" if len(busy) == 1 else f" (and {len(busy) - 1} other engine(s))"))
+                    message = (
+                        f"waiting for engine {host['name']}: another measurement or build holds it: {why}"
+                        + ("" if len(busy) == 1 else f" (and {len(busy) - 1} other engine(s))")
+                    )
                     log.info("%s", message)
                     _tell(f"sidecar-bench: {message}")
                 time.sleep(poll_s)
@@ -185,15 +210,19 @@ def host_lock(hosts: list[Mapping[str, Any]], lock_dir: str | Path, timeout: flo
         raise
     host, client, fd, held = chosen
     if waited_since is not None:
-        log.info("got engine %s after waiting %.0f s", host["name"], time.monotonic() - waited_since)
+        log.info(
+            "got engine %s after waiting %.0f s", host["name"], time.monotonic() - waited_since
+        )
     _write_holder(fd, describe)
     try:
         yield host, client
     except Exception as err:
         if not isinstance(err, HostError) and not _answers(client):
-            raise EngineGone(f"Docker host {host['name']} ({host.get('url') or engine_label(client)}): the engine went "
-                             f"away in the middle of the job (it no longer answers): "
-                             f"{(str(err).splitlines() or [type(err).__name__])[0]}") from err
+            raise EngineGone(
+                f"Docker host {host['name']} ({host.get('url') or engine_label(client)}): the engine went "
+                f"away in the middle of the job (it no longer answers): "
+                f"{(str(err).splitlines() or [type(err).__name__])[0]}"
+            ) from err
         raise
     finally:
         if held is not None:
@@ -206,8 +235,11 @@ def host_lock(hosts: list[Mapping[str, Any]], lock_dir: str | Path, timeout: flo
 
 # What an engine that cannot be reached raises: the SDK's errors, and the transports' own
 # (requests, paramiko over ssh, plain sockets).
-UNREACHABLE: tuple[type[BaseException], ...] = (docker.errors.DockerException, requests.exceptions.RequestException,
-                                               OSError)
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    docker.errors.DockerException,
+    requests.exceptions.RequestException,
+    OSError,
+)
 try:  # paramiko is only there with ssh support
     import paramiko
 
@@ -216,7 +248,9 @@ except ImportError:  # pragma: no cover
     pass
 
 
-def _take_lease(host: Mapping[str, Any], timeout: float, describe: str, max_hold_s: float) -> lease.Lease | None:
+def _take_lease(
+    host: Mapping[str, Any], timeout: float, describe: str, max_hold_s: float
+) -> lease.Lease | None:
     """The engine's lease, through a client of its own: its attach holds an HTTP connection for the whole
     job, outside the job's own pool (over ssh:// a channel of the process's one SSH connection, which
     closes with the process, and with it the lease)."""
@@ -226,7 +260,10 @@ def _take_lease(host: Mapping[str, Any], timeout: float, describe: str, max_hold
     except lease.LeaseUnavailable as err:
         client.close()
         # Only before the first image exists on a new engine (the first base image build).
-        log.warning("no engine lease (%s): only the local lock guards this engine until an image exists", err)
+        log.warning(
+            "no engine lease (%s): only the local lock guards this engine until an image exists",
+            err,
+        )
         return None
     except BaseException:
         client.close()
@@ -251,7 +288,11 @@ def _answers(client: docker.DockerClient, checks: int = 6, interval_s: float = 0
 
 def engine_label(client: docker.DockerClient) -> str:
     base = client.api.base_url
-    return (os.environ.get("DOCKER_HOST") or "local socket") if base.startswith("http+docker://") else base
+    return (
+        (os.environ.get("DOCKER_HOST") or "local socket")
+        if base.startswith("http+docker://")
+        else base
+    )
 
 
 def _tell(line: str) -> None:

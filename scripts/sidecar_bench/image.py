@@ -38,7 +38,14 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from .labels import BASE_IMAGE_LABEL, IMAGE_HELPER_LABEL, INPUTS_DIGEST_LABEL, NEXT_BUILD_NODE_LABEL, VARIANT_LABEL
+from .labels import (
+    BASE_IMAGE_LABEL,
+    IMAGE_HELPER_LABEL,
+    INPUTS_DIGEST_LABEL,
+    NEXT_BUILD_NODE_LABEL,
+    VARIANT_LABEL,
+)
+
 # Every file of an image's versions folder becomes the label LABEL_PREFIX + its name.
 from .labels import PREFIX as LABEL_PREFIX
 
@@ -243,21 +250,33 @@ def make_debootstrap_base(
 ) -> str:
     """debootstrap --variant=minbase SUITE on this machine and import it into the engine as ``tag``."""
     if shutil.which("debootstrap") is None:
-        raise ImageError(f"base image {tag}: debootstrap is not installed (apt-get install debootstrap)")
+        raise ImageError(
+            f"base image {tag}: debootstrap is not installed (apt-get install debootstrap)"
+        )
     if os.geteuid() != 0:
-        raise ImageError(f"base image {tag}: debootstrap needs root on the machine running the workflow")
+        raise ImageError(
+            f"base image {tag}: debootstrap needs root on the machine running the workflow"
+        )
     repository, _, image_tag_ = tag.rpartition(":")
     with tempfile.TemporaryDirectory(prefix="sidecar-bench-debootstrap-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         tarball = Path(tmp) / "rootfs.tar"
         log.info("debootstrap --variant=minbase %s from %s (about a minute)", suite, mirror)
-        _run(["debootstrap", "--variant=minbase", suite, str(rootfs), mirror], what=f"base image {tag}: debootstrap")
-        _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."], what=f"base image {tag}: tar")
+        _run(
+            ["debootstrap", "--variant=minbase", suite, str(rootfs), mirror],
+            what=f"base image {tag}: debootstrap",
+        )
+        _run(
+            ["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."],
+            what=f"base image {tag}: tar",
+        )
         client.api.import_image_from_file(
             str(tarball), repository=repository, tag=image_tag_, changes=['CMD ["bash"]']
         )
     if not _image_present(client, tag):
-        raise ImageError(f"base image {tag}: import finished but the engine does not list the image")
+        raise ImageError(
+            f"base image {tag}: import finished but the engine does not list the image"
+        )
     return tag
 
 
@@ -270,14 +289,20 @@ def _run(args: list[str], *, what: str, cwd: Path | None = None, env: dict | Non
         log.debug("%s: %s", args[0], line)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-_LOG_TAIL_LINES:])
-        raise ImageError(f"{what}: {' '.join(args)} exited with status {proc.returncode}; last output:\n{tail}")
+        raise ImageError(
+            f"{what}: {' '.join(args)} exited with status {proc.returncode}; last output:\n{tail}"
+        )
 
 
 def _host_node_version() -> str:
     try:
-        out = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["node", "--version"], capture_output=True, text=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
-        raise ImageError(f"next build: Node.js is needed on this machine to build the Next.js app ({exc})") from exc
+        raise ImageError(
+            f"next build: Node.js is needed on this machine to build the Next.js app ({exc})"
+        ) from exc
     return out.strip().lstrip("v")
 
 
@@ -292,10 +317,14 @@ def build_next(app_dir: Path, out_dir: Path) -> Path:
     app_dir, out_dir = Path(app_dir).resolve(), Path(out_dir).resolve()
     sources = _files_under(app_dir, skip_dirs=_NEXT_GENERATED)
     if not (app_dir / "package-lock.json").is_file():
-        raise ImageError(f"next build: {app_dir}/package-lock.json is missing (commit it; npm ci needs it)")
+        raise ImageError(
+            f"next build: {app_dir}/package-lock.json is missing (commit it; npm ci needs it)"
+        )
     node_version = _host_node_version()
     digest = _digest_files(sources, app_dir, extra=[("node", node_version)])
-    lock_digest = _digest_files([app_dir / "package-lock.json"], app_dir, extra=[("node", node_version)])
+    lock_digest = _digest_files(
+        [app_dir / "package-lock.json"], app_dir, extra=[("node", node_version)]
+    )
     work, standalone = out_dir / "work", out_dir / "standalone"
     stamp, lock_stamp = out_dir / "sources.sha256", out_dir / "lock.sha256"
 
@@ -326,7 +355,12 @@ def build_next(app_dir: Path, out_dir: Path) -> Path:
         lock_stamp.write_text(lock_digest)
     shutil.rmtree(work / ".next", ignore_errors=True)
     log.info("next build: next build in %s", work)
-    _run(["node", "node_modules/next/dist/bin/next", "build"], what="next build: next build", cwd=work, env=env)
+    _run(
+        ["node", "node_modules/next/dist/bin/next", "build"],
+        what="next build: next build",
+        cwd=work,
+        env=env,
+    )
 
     tmp = out_dir / "standalone.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -367,7 +401,9 @@ def prune_dockerfile(text: str, target: str) -> str:
             preamble.append(line)
     by_name = {name.lower(): (name, parent, lines) for name, parent, lines in stages if name}
     if target.lower() not in by_name:
-        raise ImageError(f"Dockerfile: no stage named {target!r} (stages: {', '.join(n for n, _, _ in stages if n)})")
+        raise ImageError(
+            f"Dockerfile: no stage named {target!r} (stages: {', '.join(n for n, _, _ in stages if n)})"
+        )
     needed: set[str] = set()
     todo = [target.lower()]
     while todo:
@@ -457,7 +493,9 @@ def _stream_build(client: docker.DockerClient, what: str, **kwargs) -> str:
         # the mirror (dockerd --bridge=none, or --ip-masq=false) cannot build: load the
         # images and their base into it instead (docker save | docker load; their labels keep
         # them current).
-        for msg in client.api.build(decode=True, rm=True, forcerm=True, network_mode=BUILD_NETWORK, **kwargs):
+        for msg in client.api.build(
+            decode=True, rm=True, forcerm=True, network_mode=BUILD_NETWORK, **kwargs
+        ):
             if "stream" in msg:
                 for line in msg["stream"].splitlines():
                     if line.strip():
@@ -467,13 +505,28 @@ def _stream_build(client: docker.DockerClient, what: str, **kwargs) -> str:
                 image_id = msg["aux"]["ID"]
             if "error" in msg:
                 lines.append(msg["error"])
-                raise ImageError(f"build {what} failed: {msg['error'].strip()}; last build output:\n" + _tail(lines))
+                raise ImageError(
+                    f"build {what} failed: {msg['error'].strip()}; last build output:\n"
+                    + _tail(lines)
+                )
     except docker.errors.APIError as exc:
-        raise ImageError(f"build {what} failed: {exc}; last build output:\n" + _tail(lines)) from exc
+        raise ImageError(
+            f"build {what} failed: {exc}; last build output:\n" + _tail(lines)
+        ) from exc
     if image_id is None:
-        match = next((re.match(r"Successfully built (\w+)", line) for line in reversed(lines) if "Successfully built" in line), None)
+        match = next(
+            (
+                re.match(r"Successfully built (\w+)", line)
+                for line in reversed(lines)
+                if "Successfully built" in line
+            ),
+            None,
+        )
         if match is None:
-            raise ImageError(f"build {what}: the engine reported no image id; last build output:\n" + _tail(lines))
+            raise ImageError(
+                f"build {what}: the engine reported no image id; last build output:\n"
+                + _tail(lines)
+            )
         image_id = client.images.get(match.group(1)).id
     return image_id
 
@@ -539,7 +592,9 @@ def build_variant(
     else:
         standalone = None
         if _app_of(variant) == "next":
-            standalone = build_next(root / "app-next", Path(next_build_dir or DEFAULT_NEXT_BUILD_DIR))
+            standalone = build_next(
+                root / "app-next", Path(next_build_dir or DEFAULT_NEXT_BUILD_DIR)
+            )
             labels[NEXT_BUILD_NODE_LABEL] = _host_node_version()
         context = _task_context(variant, root, standalone)
     with context:
@@ -561,15 +616,25 @@ def build_variant(
     ctx = _Context()
     ctx.add_bytes("Dockerfile", f"FROM {built}\n".encode())
     with ctx.finish() as context:
-        image_id = _stream_build(client, f"{tag} (labels)", fileobj=context, custom_context=True, labels=labels)
+        image_id = _stream_build(
+            client, f"{tag} (labels)", fileobj=context, custom_context=True, labels=labels
+        )
     repository, _, name = tag.rpartition(":")
     if not client.api.tag(image_id, repository, name, force=True):
         raise ImageError(f"build {tag}: tagging {image_id} failed")
-    log.info("built %s = %s in %.1f s; versions %s", tag, image_id[:19], time.monotonic() - started, versions)
+    log.info(
+        "built %s = %s in %.1f s; versions %s",
+        tag,
+        image_id[:19],
+        time.monotonic() - started,
+        versions,
+    )
     return image_id
 
 
-def current_image(client: docker.DockerClient, variant: str, base_image: str, root: Path | None = None) -> str | None:
+def current_image(
+    client: docker.DockerClient, variant: str, base_image: str, root: Path | None = None
+) -> str | None:
     """The id of ``image_tag(variant)`` if it exists and was built from the current inputs, else None."""
     try:
         image = client.images.get(image_tag(variant))
@@ -600,8 +665,13 @@ def ensure_variant(
     return build_variant(client, variant, base_image, root=root, next_build_dir=next_build_dir)
 
 
-def describe(variant: str, base_image: str, image_ids: dict[str, str], versions: dict[str, str],
-             root: Path | None = None) -> dict:
+def describe(
+    variant: str,
+    base_image: str,
+    image_ids: dict[str, str],
+    versions: dict[str, str],
+    root: Path | None = None,
+) -> dict:
     """The build reference written by the build_image rule (see workflow/scripts/build_image.py); root: the
     task-image folder the image was built from (default: the one beside this package)."""
     return {

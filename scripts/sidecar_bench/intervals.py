@@ -62,13 +62,16 @@ class RunBlocks:
 
     def __post_init__(self) -> None:
         if len(self.response_time_s) != len(self.block):
-            raise ValueError(f"{len(self.response_time_s)} response times but {len(self.block)} block indices")
+            raise ValueError(
+                f"{len(self.response_time_s)} response times but {len(self.block)} block indices"
+            )
         if len(self.block_s) == 0:
             raise ValueError("a run needs at least one block (load window of 0 s?)")
 
 
-def run_blocks(response_time_s: np.ndarray, offset_s: np.ndarray, load_s: float,
-               block_s: float = BLOCK_S) -> RunBlocks:
+def run_blocks(
+    response_time_s: np.ndarray, offset_s: np.ndarray, load_s: float, block_s: float = BLOCK_S
+) -> RunBlocks:
     """Cut a run's successful responses into blocks by start offset over a load window of load_s seconds."""
     if not load_s or load_s <= 0 or not math.isfinite(load_s):
         raise ValueError(f"load window {load_s!r} s is not > 0; cannot cut the run into blocks")
@@ -77,8 +80,12 @@ def run_blocks(response_time_s: np.ndarray, offset_s: np.ndarray, load_s: float,
     # A remainder below a microsecond is float noise of a whole number of blocks, not a block.
     lengths = [block_s] * full + ([rest] if rest > 1e-6 else [])
     lengths_arr = np.asarray(lengths or [load_s], dtype="float64")
-    index = np.clip(np.floor(np.asarray(offset_s, dtype="float64") / block_s), 0, len(lengths_arr) - 1)
-    return RunBlocks(np.asarray(response_time_s, dtype="float64"), index.astype("int64"), lengths_arr)
+    index = np.clip(
+        np.floor(np.asarray(offset_s, dtype="float64") / block_s), 0, len(lengths_arr) - 1
+    )
+    return RunBlocks(
+        np.asarray(response_time_s, dtype="float64"), index.astype("int64"), lengths_arr
+    )
 
 
 @dataclass(frozen=True)
@@ -102,11 +109,15 @@ def percentile_name(p: float) -> str:
     return "p" + f"{p:g}".replace(".", "_")
 
 
-def metric_names(percentiles: Sequence[float] = INTERVAL_PERCENTILES,
-                 slow_periods: Sequence[int] = SLOW_PERIODS) -> list[str]:
+def metric_names(
+    percentiles: Sequence[float] = INTERVAL_PERCENTILES, slow_periods: Sequence[int] = SLOW_PERIODS
+) -> list[str]:
     """Column names of the metrics with intervals: rps, p<..>_ms, slow_<k>p_share."""
-    return (["rps"] + [f"{percentile_name(p)}_ms" for p in percentiles]
-            + [f"slow_{k}p_share" for k in slow_periods])
+    return (
+        ["rps"]
+        + [f"{percentile_name(p)}_ms" for p in percentiles]
+        + [f"slow_{k}p_share" for k in slow_periods]
+    )
 
 
 def seed_for(condition_id: str, base_seed: int = 0) -> np.random.Generator:
@@ -114,10 +125,14 @@ def seed_for(condition_id: str, base_seed: int = 0) -> np.random.Generator:
     return np.random.default_rng([zlib.crc32(condition_id.encode()), base_seed])
 
 
-def draw_weights(rng: np.random.Generator, blocks_per_run: Sequence[int], resamples: int) -> np.ndarray:
+def draw_weights(
+    rng: np.random.Generator, blocks_per_run: Sequence[int], resamples: int
+) -> np.ndarray:
     """B x sum(K_r) block weights of the two-level bootstrap (see the module docstring)."""
     runs = len(blocks_per_run)
-    copies = rng.multinomial(runs, np.full(runs, 1.0 / runs), size=resamples)  # B x R: repetitions drawn
+    copies = rng.multinomial(
+        runs, np.full(runs, 1.0 / runs), size=resamples
+    )  # B x R: repetitions drawn
     columns = []
     for r, k in enumerate(blocks_per_run):
         columns.append(rng.multinomial(copies[:, r] * k, np.full(k, 1.0 / k)))  # B x K_r
@@ -129,8 +144,14 @@ def _rank(p: float, n: np.ndarray) -> np.ndarray:
     return np.maximum(np.ceil(np.round(p * n / 100.0, 9)), 1)
 
 
-def _statistics(hist_cum: np.ndarray, responses: np.ndarray, seconds: np.ndarray, values: np.ndarray,
-                percentiles: Sequence[float], slow_index: Sequence[int]) -> np.ndarray:
+def _statistics(
+    hist_cum: np.ndarray,
+    responses: np.ndarray,
+    seconds: np.ndarray,
+    values: np.ndarray,
+    percentiles: Sequence[float],
+    slow_index: Sequence[int],
+) -> np.ndarray:
     """Statistics (rows) of resamples given their cumulative latency histograms (resample x unique values)."""
     n = hist_cum[:, -1]
     out = np.empty((1 + len(percentiles) + len(slow_index), len(n)))
@@ -180,10 +201,14 @@ def condition_intervals(
     block_s = np.concatenate([r.block_s for r in runs])
     block_n = cum[:, -1].copy()
     # Index of the last value <= k x period: counts at or below it are "not slow".
-    slow_index = [int(np.searchsorted(values, k * period_ms / 1000.0, side="right")) for k in slow_periods]
+    slow_index = [
+        int(np.searchsorted(values, k * period_ms / 1000.0, side="right")) for k in slow_periods
+    ]
 
     ones = np.ones((1, k_total))
-    point_values = _statistics(ones @ cum, ones @ block_n, ones @ block_s, values, percentiles, slow_index)[:, 0]
+    point_values = _statistics(
+        ones @ cum, ones @ block_n, ones @ block_s, values, percentiles, slow_index
+    )[:, 0]
     point = dict(zip(names, (float(v) for v in point_values)))
 
     rng = seed_for(condition_id, base_seed)
@@ -191,9 +216,10 @@ def condition_intervals(
     chunk = max(1, CHUNK_CELLS // u)
     stats = np.empty((len(names), resamples))
     for start in range(0, resamples, chunk):
-        w = weights[start:start + chunk]
-        stats[:, start:start + chunk] = _statistics(w @ cum, w @ block_n, w @ block_s, values, percentiles,
-                                                    slow_index)
+        w = weights[start : start + chunk]
+        stats[:, start : start + chunk] = _statistics(
+            w @ cum, w @ block_n, w @ block_s, values, percentiles, slow_index
+        )
     tail = (1.0 - confidence) / 2.0 * 100.0
     intervals = {}
     for name, column in zip(names, stats):

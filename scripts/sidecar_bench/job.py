@@ -28,7 +28,14 @@ from .hosts import HostError, host_lock
 from .checks import check_host_capacity
 from .containers import engine_address, remove_container
 from .failures import AppStopped, RunError
-from .labels import CONDITION_LABEL, LEASE_LABEL, LEASE_PREFIX, PROJECT, PROJECT_LABEL, TASK_CGROUP_LABEL
+from .labels import (
+    CONDITION_LABEL,
+    LEASE_LABEL,
+    LEASE_PREFIX,
+    PROJECT,
+    PROJECT_LABEL,
+    TASK_CGROUP_LABEL,
+)
 from .runner import HEY_GRACE_S, OpenLoad, as_condition, as_load, run_condition, utc_now
 from .signals import signals_raise
 
@@ -72,36 +79,54 @@ def remove_stale_containers(client: docker.DockerClient) -> list[str]:
     held = lease.current(client)
     if held is not None:
         labels = held.labels or {}
-        mine = (labels.get(LEASE_PREFIX + "pid") == str(os.getpid())
-                and labels.get(LEASE_PREFIX + "host") == lease.socket.gethostname())
+        mine = (
+            labels.get(LEASE_PREFIX + "pid") == str(os.getpid())
+            and labels.get(LEASE_PREFIX + "host") == lease.socket.gethostname()
+        )
         if not mine and lease.stale_reason(held) is None:
-            log.warning("not sweeping containers: engine leased by %s", lease.describe_labels(labels))
+            log.warning(
+                "not sweeping containers: engine leased by %s", lease.describe_labels(labels)
+            )
             return []
     from . import taskcgroup
 
     removed = []
     # The task topology's readers name a task cgroup: removed last, once their cgroups are gone.
     readers = []
-    for container in client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"}):
+    for container in client.containers.list(
+        all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"}
+    ):
         if LEASE_LABEL in (container.labels or {}):
             continue  # a lease: broken only by the lease's own staleness rules
         if TASK_CGROUP_LABEL in (container.labels or {}):
             readers.append(container)
             continue
-        log.warning("removing container %s left by a run that did not finish (%s)", container.name,
-                    container.labels.get(CONDITION_LABEL, "?"))
+        log.warning(
+            "removing container %s left by a run that did not finish (%s)",
+            container.name,
+            container.labels.get(CONDITION_LABEL, "?"),
+        )
         if remove_container(container):
             removed.append(container.name)
     if readers:
         names = [reader.labels[TASK_CGROUP_LABEL] for reader in readers]
-        log.warning("removing task cgroup(s) %s left by runs that did not finish", ", ".join(sorted(names)))
-        if taskcgroup.remove_cgroups(client, readers[0].attrs.get("Image") or readers[0].image.id, names):
+        log.warning(
+            "removing task cgroup(s) %s left by runs that did not finish", ", ".join(sorted(names))
+        )
+        if taskcgroup.remove_cgroups(
+            client, readers[0].attrs.get("Image") or readers[0].image.id, names
+        ):
             removed += [reader.name for reader in readers if remove_container(reader)]
     return removed
 
 
-def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping[str, Any],
-              image_settings: Mapping[str, Any], root: str | None = None) -> str:
+def _image_on(
+    client: docker.DockerClient,
+    host: Mapping[str, Any],
+    ref: Mapping[str, Any],
+    image_settings: Mapping[str, Any],
+    root: str | None = None,
+) -> str:
     """The id of the ref's image on this engine, building it there if the image rule did not.
 
     The image rule builds on the hosts configured when it ran; a host added later, or a
@@ -117,9 +142,18 @@ def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping
             pass
     from . import image  # only this path builds
 
-    log.info("host %s has no %s image %s: building it there", host["name"], ref["variant"], image_id or "")
-    base = image.ensure_base(client, ref["base_image"], image_settings.get("base_fallback", "debootstrap"),
-                             mirror=image_settings.get("debian_mirror", image.DEBIAN_MIRROR))
+    log.info(
+        "host %s has no %s image %s: building it there",
+        host["name"],
+        ref["variant"],
+        image_id or "",
+    )
+    base = image.ensure_base(
+        client,
+        ref["base_image"],
+        image_settings.get("base_fallback", "debootstrap"),
+        mirror=image_settings.get("debian_mirror", image.DEBIAN_MIRROR),
+    )
     return image.ensure_variant(client, ref["variant"], base, root=Path(root) if root else None)
 
 
@@ -131,8 +165,14 @@ def _image_on(client: docker.DockerClient, host: Mapping[str, Any], ref: Mapping
 DEFAULT_OVERHEAD_S = 4.5
 
 
-def progress_line(event: str, condition_id: str, host: str, load: LoadSettings,
-                  progress: Mapping[str, Any] | None, repeat: int = 1) -> str:
+def progress_line(
+    event: str,
+    condition_id: str,
+    host: str,
+    load: LoadSettings,
+    progress: Mapping[str, Any] | None,
+    repeat: int = 1,
+) -> str:
     """One terminal line: `sidecar-bench: start go_cpu0.25_... rep 2 on local [12/228 done, ETA 19m]`."""
     line = f"sidecar-bench: {event} {condition_id} rep {repeat} on {host}"
     if not progress:
@@ -153,10 +193,20 @@ def _duration(seconds: float) -> str:
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
-def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapping[str, Any]],
-         image_refs: Mapping[str, str], out: str, lock_dir: str, progress: Mapping[str, Any] | None = None,
-         image_settings: Mapping[str, Any] | None = None, repeat: int = 1, on_failure: str = "stop",
-         capacity_file: str | None = None, task_image_dir: str | None = None) -> Path:
+def main(
+    condition: Mapping[str, Any],
+    load: Mapping[str, Any],
+    hosts: list[Mapping[str, Any]],
+    image_refs: Mapping[str, str],
+    out: str,
+    lock_dir: str,
+    progress: Mapping[str, Any] | None = None,
+    image_settings: Mapping[str, Any] | None = None,
+    repeat: int = 1,
+    on_failure: str = "stop",
+    capacity_file: str | None = None,
+    task_image_dir: str | None = None,
+) -> Path:
     """The run_condition Snakemake job (workflow/scripts/run_condition.py): lock an engine, measure, write `out`.
 
     condition: Condition.as_dict(); load: LoadSettings fields; hosts: [{"name", "url"}] (url None =
@@ -188,71 +238,142 @@ def main(condition: Mapping[str, Any], load: Mapping[str, Any], hosts: list[Mapp
     refs = {part: json.loads(Path(path).read_text()) for part, path in image_refs.items()}
     task_ref = refs["task"]
     if task_ref.get("variant") not in (None, cond.variant):
-        raise RunError(f"{image_refs['task']}: variant {task_ref.get('variant')!r}, {cond.id} needs {cond.variant!r}")
+        raise RunError(
+            f"{image_refs['task']}: variant {task_ref.get('variant')!r}, {cond.id} needs {cond.variant!r}"
+        )
     timeout = settings.duration_s + settings.warmup_limit_s() + HEY_GRACE_S + 60
     with signals_raise():
         started = time.monotonic()
         try:
-            with host_lock(hosts, lock_dir, timeout, f"{cond.id} pid {os.getpid()}") as (host, client):
-                print(progress_line("start", cond.id, host["name"], settings, progress, repeat), file=terminal,
-                      flush=True)
+            with host_lock(hosts, lock_dir, timeout, f"{cond.id} pid {os.getpid()}") as (
+                host,
+                client,
+            ):
+                print(
+                    progress_line("start", cond.id, host["name"], settings, progress, repeat),
+                    file=terminal,
+                    flush=True,
+                )
                 try:
                     # Before anything is created or removed on the engine.
-                    check_host_capacity(client.info(), cond, host["name"], host.get("url") or engine_address(client))
+                    check_host_capacity(
+                        client.info(), cond, host["name"], host.get("url") or engine_address(client)
+                    )
                     remove_stale_containers(client)
-                    task_id = _image_on(client, host, task_ref, image_settings or {}, task_image_dir)
-                    loadgen_id = _image_on(client, host, refs["loadgen"], image_settings or {}, task_image_dir)
-                    open_load = _open_load(cond, condition, client, host, refs, image_settings, capacity_file,
-                                           task_image_dir)
-                    path = run_condition(client, cond, settings, task_id, loadgen_id, out, host["name"],
-                                         {"image_inputs_digest_ref": task_ref.get("inputs_digest"),
-                                          # The address as configured: the SDK hides ssh:// and the socket.
-                                          "docker_host": host.get("url") or engine_address(client)},
-                                         repeat=repeat, open_load=open_load)
+                    task_id = _image_on(
+                        client, host, task_ref, image_settings or {}, task_image_dir
+                    )
+                    loadgen_id = _image_on(
+                        client, host, refs["loadgen"], image_settings or {}, task_image_dir
+                    )
+                    open_load = _open_load(
+                        cond,
+                        condition,
+                        client,
+                        host,
+                        refs,
+                        image_settings,
+                        capacity_file,
+                        task_image_dir,
+                    )
+                    path = run_condition(
+                        client,
+                        cond,
+                        settings,
+                        task_id,
+                        loadgen_id,
+                        out,
+                        host["name"],
+                        {
+                            "image_inputs_digest_ref": task_ref.get("inputs_digest"),
+                            # The address as configured: the SDK hides ssh:// and the socket.
+                            "docker_host": host.get("url") or engine_address(client),
+                        },
+                        repeat=repeat,
+                        open_load=open_load,
+                    )
                 except AppStopped as err:
                     reason = (str(err).splitlines() or [type(err).__name__])[0]
                     if on_failure != "record":
-                        print(f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}: {reason}",
-                              file=terminal, flush=True)
+                        print(
+                            f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}: {reason}",
+                            file=terminal,
+                            flush=True,
+                        )
                         raise
-                    failure = record.failure_record(cond.as_dict(), repeat, settings.as_dict(), str(err), err.failure,
-                                                    host["name"], utc_now())
+                    failure = record.failure_record(
+                        cond.as_dict(),
+                        repeat,
+                        settings.as_dict(),
+                        str(err),
+                        err.failure,
+                        host["name"],
+                        utc_now(),
+                    )
                     path = record.write_failure(out, failure)
                     log.error("%s", err)
-                    print(f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}, recorded as failed in "
-                          f"{out} (on_failure: record): {reason}", file=terminal, flush=True)
+                    print(
+                        f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}, recorded as failed in "
+                        f"{out} (on_failure: record): {reason}",
+                        file=terminal,
+                        flush=True,
+                    )
                     return path
                 except BaseException as err:
                     reason = (str(err).splitlines() or [type(err).__name__])[0]
-                    print(f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}: {reason}", file=terminal,
-                          flush=True)
+                    print(
+                        f"sidecar-bench: FAILED {cond.id} rep {repeat} on {host['name']}: {reason}",
+                        file=terminal,
+                        flush=True,
+                    )
                     raise
         except HostError as err:
             raise RunError(f"{cond.id}: {err}") from None
         wall = time.monotonic() - started
-    log.info("%s rep %d: job wall time %.1f s, measured %g s, overhead %.1f s", cond.id, repeat, wall,
-             settings.duration_s, wall - settings.duration_s - settings.warmup_s)
-    print(progress_line("done", cond.id, host["name"], settings, progress, repeat) + f" ({wall:.0f} s)",
-          file=terminal, flush=True)
+    log.info(
+        "%s rep %d: job wall time %.1f s, measured %g s, overhead %.1f s",
+        cond.id,
+        repeat,
+        wall,
+        settings.duration_s,
+        wall - settings.duration_s - settings.warmup_s,
+    )
+    print(
+        progress_line("done", cond.id, host["name"], settings, progress, repeat)
+        + f" ({wall:.0f} s)",
+        file=terminal,
+        flush=True,
+    )
     return path
 
 
 # --- load model (open loop) ---------------------------------------------------------------------
-def _open_load(cond: Any, condition: Mapping[str, Any], client: docker.DockerClient, host: Mapping[str, Any],
-               refs: Mapping[str, Any], image_settings: Mapping[str, Any] | None,
-               capacity_file: str | None, task_image_dir: str | None = None) -> OpenLoad | None:
+def _open_load(
+    cond: Any,
+    condition: Mapping[str, Any],
+    client: docker.DockerClient,
+    host: Mapping[str, Any],
+    refs: Mapping[str, Any],
+    image_settings: Mapping[str, Any] | None,
+    capacity_file: str | None,
+    task_image_dir: str | None = None,
+) -> OpenLoad | None:
     """An open condition's rate, generator image and capacity record; None for a closed one."""
     if not cond.is_open:
         return None
     from . import capacity
 
     if "loadgen_open" not in refs or condition.get("rate_per_s") is None:
-        raise RunError(f"{cond.id}: an open-loop condition needs rate_per_s and the loadgen-open image ref")
+        raise RunError(
+            f"{cond.id}: an open-loop condition needs rate_per_s and the loadgen-open image ref"
+        )
     record = capacity.read(capacity_file) if capacity_file else None
     rate = condition["rate_per_s"]
     if record is not None and capacity.rate_per_s(cond.rate_share, record["rps_mean"]) != rate:
         # The capacity file changed after the workflow planned this run: its params are stale.
-        raise RunError(f"{cond.id}: rate {rate} requests/s was planned from a capacity that {capacity_file} no "
-                       f"longer holds ({record['rps_mean']:.1f} RPS); run snakemake again")
+        raise RunError(
+            f"{cond.id}: rate {rate} requests/s was planned from a capacity that {capacity_file} no "
+            f"longer holds ({record['rps_mean']:.1f} RPS); run snakemake again"
+        )
     image_id = _image_on(client, host, refs["loadgen_open"], image_settings or {}, task_image_dir)
     return OpenLoad(rate, image_id, record)

@@ -67,20 +67,26 @@ def check_supported(info: Mapping[str, Any], condition: Condition, host: str) ->
     if condition.cpuset is not None and cpus:
         missing = [cpu for cpu in cpuset_cpus(condition.cpuset) if cpu >= cpus]
         if missing:
-            raise KnobError(f"{condition.id}: cpuset {condition.cpuset!r} names CPU {missing[0]}, host {host!r} "
-                            f"has CPUs 0-{cpus - 1}")
+            raise KnobError(
+                f"{condition.id}: cpuset {condition.cpuset!r} names CPU {missing[0]}, host {host!r} "
+                f"has CPUs 0-{cpus - 1}"
+            )
     if condition.cpu_burst_pct is None:
         return
     kernel = kernel_version(str(info.get("KernelVersion") or ""))
     if kernel is not None and kernel < BURST_KERNEL:
-        raise KnobError(f"{condition.id}: cpu_burst_pct needs Linux 5.14 or later (CFS burst); host {host!r} runs "
-                        f"{info.get('KernelVersion')}")
+        raise KnobError(
+            f"{condition.id}: cpu_burst_pct needs Linux 5.14 or later (CFS burst); host {host!r} runs "
+            f"{info.get('KernelVersion')}"
+        )
     engine = unprivileged_engine(info)
     if engine is not None:
-        raise KnobError(f"{condition.id}: cpu_burst_pct cannot be set on host {host!r}: its engine runs "
-                        f"{'rootless' if engine == 'rootless' else 'with user-namespace remapping'}, so no container "
-                        "it starts can write the host's cgroup files (docs/operations.md, \"CFS burst\"); measure "
-                        "burst on an engine that runs as root")
+        raise KnobError(
+            f"{condition.id}: cpu_burst_pct cannot be set on host {host!r}: its engine runs "
+            f"{'rootless' if engine == 'rootless' else 'with user-namespace remapping'}, so no container "
+            'it starts can write the host\'s cgroup files (docs/operations.md, "CFS burst"); measure '
+            "burst on an engine that runs as root"
+        )
 
 
 def burst_file(info: Mapping[str, Any]) -> tuple[str, str]:

@@ -56,8 +56,12 @@ DEFAULT_MAX_HOLD_S = 2 * 3600
 CREATED_GRACE_S = 30.0
 # Debian images with bash, flock and timeout, in order of preference; the load generator's is
 # built on every engine before any run. Nothing is pulled.
-LEASE_IMAGES = ("sidecar-bench/loadgen:latest", "sidecar-bench/debian-minbase:bookworm",
-                "debian:bookworm-slim", "debian:bookworm")
+LEASE_IMAGES = (
+    "sidecar-bench/loadgen:latest",
+    "sidecar-bench/debian-minbase:bookworm",
+    "debian:bookworm-slim",
+    "debian:bookworm",
+)
 
 # Inside the lease container: take the machine lock or say who has it, then live as long as
 # stdin brings heartbeats. $1: idle seconds.
@@ -120,7 +124,12 @@ def since_labels(labels: Mapping[str, str]) -> str | None:
     if not started:
         return None
     try:
-        age = time.time() - datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        age = (
+            time.time()
+            - datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ")
+            .replace(tzinfo=timezone.utc)
+            .timestamp()
+        )
     except ValueError:
         return started
     return f"{started} ({_age(age)} ago)"
@@ -179,7 +188,11 @@ def break_if_stale(client: docker.DockerClient, container: Any) -> str | None:
     reason = stale_reason(container)
     if reason is None:
         return None
-    log.warning("breaking the stale lease of %s on this engine: %s", describe_labels(container.labels or {}), reason)
+    log.warning(
+        "breaking the stale lease of %s on this engine: %s",
+        describe_labels(container.labels or {}),
+        reason,
+    )
     try:
         container.remove(force=True)
     except docker.errors.NotFound:
@@ -227,7 +240,9 @@ class Lease:
             self.container.remove(force=True)
         except docker.errors.NotFound:
             pass
-        except Exception as err:  # any failure: the engine may be gone; stdin closing ends the lease anyway
+        except (
+            Exception
+        ) as err:  # any failure: the engine may be gone; stdin closing ends the lease anyway
             log.warning("removing lease container %s failed: %s", LEASE_NAME, err)
         try:
             self.sock.close()
@@ -255,8 +270,12 @@ def _read_line(sock: Any, timeout: float) -> str:
     return data.decode(errors="replace").split("\n", 1)[0]
 
 
-def try_acquire(client: docker.DockerClient, what: str, max_hold_s: float = DEFAULT_MAX_HOLD_S,
-                image: str | None = None) -> Lease:
+def try_acquire(
+    client: docker.DockerClient,
+    what: str,
+    max_hold_s: float = DEFAULT_MAX_HOLD_S,
+    image: str | None = None,
+) -> Lease:
     """Take the engine's lease now, or raise LeaseBusy naming the holder (LeaseUnavailable: no image)."""
     image = image or lease_image(client)
     lease_id = uuid.uuid4().hex
@@ -264,13 +283,36 @@ def try_acquire(client: docker.DockerClient, what: str, max_hold_s: float = DEFA
     for attempt in (1, 2):
         try:
             host_config = client.api.create_host_config(
-                auto_remove=True, network_mode="none", binds={HOST_DIR: {"bind": "/lease", "mode": "rw"}},
-                cap_drop=["ALL"], security_opt=["no-new-privileges"], mem_limit="32m", nano_cpus=100_000_000)
+                auto_remove=True,
+                network_mode="none",
+                binds={HOST_DIR: {"bind": "/lease", "mode": "rw"}},
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                mem_limit="32m",
+                nano_cpus=100_000_000,
+            )
             created = client.api.create_container(
-                image, name=LEASE_NAME, labels=labels,
-                entrypoint=["timeout", "-s", "KILL", str(int(max_hold_s)), "bash", "-c", SCRIPT, "lease", str(IDLE_S)],
-                environment={"HOLDER": f"{describe_labels(labels)} since {labels[LABEL_PREFIX + 'started']}"},
-                stdin_open=True, detach=False, host_config=host_config)  # not detached + stdin_open: StdinOnce
+                image,
+                name=LEASE_NAME,
+                labels=labels,
+                entrypoint=[
+                    "timeout",
+                    "-s",
+                    "KILL",
+                    str(int(max_hold_s)),
+                    "bash",
+                    "-c",
+                    SCRIPT,
+                    "lease",
+                    str(IDLE_S),
+                ],
+                environment={
+                    "HOLDER": f"{describe_labels(labels)} since {labels[LABEL_PREFIX + 'started']}"
+                },
+                stdin_open=True,
+                detach=False,
+                host_config=host_config,
+            )  # not detached + stdin_open: StdinOnce
             container = client.containers.get(created["Id"])
             break
         except docker.errors.APIError as err:
@@ -282,22 +324,36 @@ def try_acquire(client: docker.DockerClient, what: str, max_hold_s: float = DEFA
             if attempt == 1 and break_if_stale(client, existing):
                 continue
             labels_there = existing.labels or {}
-            raise LeaseBusy(describe_labels(labels_there), since_labels(labels_there),
-                            labels_there.get(LEASE_LABEL)) from None
+            raise LeaseBusy(
+                describe_labels(labels_there),
+                since_labels(labels_there),
+                labels_there.get(LEASE_LABEL),
+            ) from None
     else:
         raise LeaseBusy("another client (the lease container appeared and went during the attempt)")
     sock = None
     try:
-        sock = client.api.attach_socket(container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        sock = client.api.attach_socket(
+            container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        )
         container.start()
         line = _read_line(sock, 30)
     except BaseException:
         _discard(container, sock)
         raise
     if line.startswith("held "):
-        lease = Lease(client, container, sock, lease_id, line.split()[1], labels,
-                      interval_s=min(HEARTBEAT_S, IDLE_S / 3))
-        lease._thread = threading.Thread(target=lease._heartbeat, name="sidecar-bench-lease", daemon=True)
+        lease = Lease(
+            client,
+            container,
+            sock,
+            lease_id,
+            line.split()[1],
+            labels,
+            interval_s=min(HEARTBEAT_S, IDLE_S / 3),
+        )
+        lease._thread = threading.Thread(
+            target=lease._heartbeat, name="sidecar-bench-lease", daemon=True
+        )
         lease._thread.start()
         return lease
     _discard(container, sock)

@@ -22,10 +22,27 @@ import docker.errors
 from . import cgroup, environment, hey, knobs, openloop
 from . import proxy as proxymod
 from .conditions import Condition, LoadSettings
-from .containers import (LOADGEN_TMPFS, TASK_TMPFS, TRANSPORT_ERRORS, ExecResult, container_name, exec_in, hardening,
-                         labels, remove_container, watched)
-from .failures import (OOM_SCRIPT, AppStopped, RunError, describe_exit, parse_netns_probe, parse_oom_kills,
-                       process_exit)
+from .containers import (
+    LOADGEN_TMPFS,
+    TASK_TMPFS,
+    TRANSPORT_ERRORS,
+    ExecResult,
+    container_name,
+    exec_in,
+    hardening,
+    labels,
+    remove_container,
+    watched,
+)
+from .failures import (
+    OOM_SCRIPT,
+    AppStopped,
+    RunError,
+    describe_exit,
+    parse_netns_probe,
+    parse_oom_kills,
+    process_exit,
+)
 from .labels import RUN_LABEL
 
 log = logging.getLogger(__name__)
@@ -64,25 +81,30 @@ BEFORE_SCRIPT = f"{environment.PROBE_SCRIPT}; echo @@netns; {NETNS_PROBE}"
 AFTER_SCRIPT = f'{NETNS_PROBE} && echo && echo @@csv && cat "$1"'
 # Poll GET $1 every $3 s, at most $2 times; once it answers 200, print @@ready and go on with
 # BEFORE_SCRIPT (one exec instead of two); else print the last answer and exit 99.
-READY_SCRIPT = r"""
+READY_SCRIPT = (
+    r"""
 i=0
 until code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1"); [ "$code" = 200 ]; do
   i=$((i + 1)); [ "$i" -ge "$2" ] && { echo "@@last $code"; exit 99; }
   sleep "$3"
 done
 echo @@ready
-""" + BEFORE_SCRIPT
+"""
+    + BEFORE_SCRIPT
+)
 # In the task, before the window: wait for the roles file ($1, every $3 s, at most $2 times; exit 99 if it never
 # comes), then the snapshot. The sleeps fall before the snapshot's reads, outside the measured window.
-ROLES_THEN_SNAPSHOT = r"""
+ROLES_THEN_SNAPSHOT = (
+    r"""
 i=0
 until [ -s "$1" ]; do
   i=$((i + 1)); [ "$i" -ge "$2" ] && exit 99
   sleep "$3"
 done
-""" + cgroup.SNAPSHOT_SCRIPT
+"""
+    + cgroup.SNAPSHOT_SCRIPT
+)
 NOT_READY = 99
-
 
 
 # --- load model (open loop: docs/open-loop.md) ---------------------------------------------
@@ -127,9 +149,17 @@ def task_environment(condition: Condition, sidecar_burn: str = "wall") -> dict[s
 class Measurement:
     """The containers of one run and the steps on them; remove() undoes everything start() did."""
 
-    def __init__(self, client: docker.DockerClient, condition: Condition, load: LoadSettings,
-                 task_image: Any, loadgen_image: Any, run_id: str, open_load: OpenLoad | None = None,
-                 repeat: int = 1) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        condition: Condition,
+        load: LoadSettings,
+        task_image: Any,
+        loadgen_image: Any,
+        run_id: str,
+        open_load: OpenLoad | None = None,
+        repeat: int = 1,
+    ) -> None:
         self.client = client
         self.condition = condition
         self.load = load
@@ -153,8 +183,13 @@ class Measurement:
     def loadgen_deadline_s(self) -> int:
         """How long the load generator lives at most: readiness, warm-up and window, each with its grace."""
         load = self.load
-        return math.ceil(load.ready_timeout_s + load.warmup_limit_s() + load.duration_s + 2 * HEY_GRACE_S
-                         + LOADGEN_GRACE_S)
+        return math.ceil(
+            load.ready_timeout_s
+            + load.warmup_limit_s()
+            + load.duration_s
+            + 2 * HEY_GRACE_S
+            + LOADGEN_GRACE_S
+        )
 
     def task_deadline_s(self) -> int:
         """How long the task lives at most: the load generator's deadline and time for the last snapshots."""
@@ -177,7 +212,9 @@ class Measurement:
         """Create a container with stdin open for one client (StdinOnce), attach its stdin, then start it."""
         container = self.client.containers.create(image, detach=False, stdin_open=True, **kwargs)
         # Only stdin: an attached stdout nobody reads could hold up the container's writes.
-        self.stdins.append(self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1}))
+        self.stdins.append(
+            self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
+        )
         container.start()
         return container
 
@@ -230,40 +267,68 @@ class Measurement:
             network_mode=f"container:{self.task.id}",
             **hardening(LOADGEN_TMPFS),
         )
-        log.info("started open-loop generator %s in the task's network namespace", self.openloop.name)
+        log.info(
+            "started open-loop generator %s in the task's network namespace", self.openloop.name
+        )
 
     def generate(self, duration_s: float, csv_path: str, warmup: bool = False) -> ExecResult:
         """The load of a warm-up or of the measured window: hey's closed loop, or the open loop at the rate."""
         if self.open_load is None:
             return self.hey(duration_s, csv_path)
         cond = self.condition
-        args = openloop.command(self.work_url, self.open_load.rate_per_s, duration_s, arrivals=cond.arrivals,
-                                max_conns=OPEN_MAX_CONNS, slack_s=OPEN_SLACK_S,
-                                seed=self.repeat + (OPEN_WARMUP_SEED if warmup else 0), csv_path="-",
-                                summary_path="/dev/null" if warmup else OPEN_SUMMARY)
+        args = openloop.command(
+            self.work_url,
+            self.open_load.rate_per_s,
+            duration_s,
+            arrivals=cond.arrivals,
+            max_conns=OPEN_MAX_CONNS,
+            slack_s=OPEN_SLACK_S,
+            seed=self.repeat + (OPEN_WARMUP_SEED if warmup else 0),
+            csv_path="-",
+            summary_path="/dev/null" if warmup else OPEN_SUMMARY,
+        )
         limit = f"{duration_s + HEY_GRACE_S:g}"
         out = "/dev/null" if warmup else OPEN_CSV
-        return exec_in(self.client, self.openloop.id,
-                       ["sh", "-c", hey.TO_FILE_SCRIPT, "openloop-to-file", out, "timeout", "-s", "KILL", limit,
-                        *args])
+        return exec_in(
+            self.client,
+            self.openloop.id,
+            [
+                "sh",
+                "-c",
+                hey.TO_FILE_SCRIPT,
+                "openloop-to-file",
+                out,
+                "timeout",
+                "-s",
+                "KILL",
+                limit,
+                *args,
+            ],
+        )
 
     def read_open_csv(self) -> str:
         result = exec_in(self.client, self.openloop.id, ["cat", OPEN_CSV])
         if result.exit_code != 0:
-            raise RunError(f"{self.condition.id}: reading the open-loop generator's CSV {OPEN_CSV} failed: "
-                           f"{result.stderr[:300]}")
+            raise RunError(
+                f"{self.condition.id}: reading the open-loop generator's CSV {OPEN_CSV} failed: "
+                f"{result.stderr[:300]}"
+            )
         return result.stdout
 
     def read_open_summary(self, samples: Any) -> openloop.Summary:
         """The window's generator summary, checked against its rows (one row per response)."""
         result = exec_in(self.client, self.openloop.id, ["cat", OPEN_SUMMARY])
         if result.exit_code != 0:
-            raise RunError(f"{self.condition.id}: reading the open-loop summary {OPEN_SUMMARY} failed: "
-                           f"{result.stderr[:300]}")
+            raise RunError(
+                f"{self.condition.id}: reading the open-loop summary {OPEN_SUMMARY} failed: "
+                f"{result.stderr[:300]}"
+            )
         summary = openloop.parse_summary(result.stdout)
         if summary.responses != len(samples):
-            raise openloop.OpenLoopError(f"open-loop summary counts {summary.responses} responses, its CSV has "
-                                         f"{len(samples)} rows")
+            raise openloop.OpenLoopError(
+                f"open-loop summary counts {summary.responses} responses, its CSV has "
+                f"{len(samples)} rows"
+            )
         return summary
 
     # --- end load model -------------------------------------------------------------------------
@@ -296,22 +361,36 @@ class Measurement:
                 **knobs.helper_options(info),
             )
         except docker.errors.ContainerError as err:
-            raise RunError(f"{self.condition.id}: setting the CFS burst to {burst} us failed: "
-                           f"{(err.stderr or b'').decode(errors='replace').strip()[:300]}") from err
+            raise RunError(
+                f"{self.condition.id}: setting the CFS burst to {burst} us failed: "
+                f"{(err.stderr or b'').decode(errors='replace').strip()[:300]}"
+            ) from err
         written = output.decode(errors="replace").strip()
         if written != str(burst):
-            raise RunError(f"{self.condition.id}: wrote a CFS burst of {burst} us, the cgroup holds {written!r}")
+            raise RunError(
+                f"{self.condition.id}: wrote a CFS burst of {burst} us, the cgroup holds {written!r}"
+            )
         log.info("set the task's CFS burst to %d us", burst)
 
     def app_environment(self) -> dict[str, str]:
         """The runtime settings in the app process's own environment (/proc/PID/environ)."""
-        result = exec_in(self.client, self.task.id, ["sh", "-c", knobs.APP_ENV_SCRIPT, "env", cgroup.ROLES_FILE])
+        result = exec_in(
+            self.client, self.task.id, ["sh", "-c", knobs.APP_ENV_SCRIPT, "env", cgroup.ROLES_FILE]
+        )
         if result.exit_code != 0:
-            raise RunError(f"{self.condition.id}: reading the app's environment failed: {result.stderr[:300]}")
+            raise RunError(
+                f"{self.condition.id}: reading the app's environment failed: {result.stderr[:300]}"
+            )
         return knobs.parse_app_env(result.stdout)
 
-    def start_error(self, what: str, phase: str = "start", detail: str = "",
-                    died: Mapping[str, Any] | None = None, oom_killed: bool = False) -> AppStopped:
+    def start_error(
+        self,
+        what: str,
+        phase: str = "start",
+        detail: str = "",
+        died: Mapping[str, Any] | None = None,
+        oom_killed: bool = False,
+    ) -> AppStopped:
         """The app's (or a sidecar's) death as an AppStopped: which process, how, OOM, the last log lines.
 
         phase: "start" (before the measured window) or "window" (inside it), kept in .failure;
@@ -324,7 +403,11 @@ class Measurement:
             full = self.task.logs(tail=LOG_SEARCH_LINES).decode(errors="replace")
         except TRANSPORT_ERRORS:
             full = ""
-        tail = "\n".join(full.rstrip().splitlines()[-LOG_TAIL_LINES:]) if full else "(logs unavailable)"
+        tail = (
+            "\n".join(full.rstrip().splitlines()[-LOG_TAIL_LINES:])
+            if full
+            else "(logs unavailable)"
+        )
         died = dict(died) if died is not None else process_exit(full)
         running = state.get("Status") == "running"
         oom_killed = oom_killed or bool(state.get("OOMKilled"))
@@ -384,8 +467,9 @@ class Measurement:
         polls = str(max(1, round(READY_EXEC_S / READY_POLL_S)))
         while True:
             try:
-                result = self.loadgen_exec(["sh", "-c", READY_SCRIPT, "ready", self.work_url, polls,
-                                            f"{READY_POLL_S:g}"])
+                result = self.loadgen_exec(
+                    ["sh", "-c", READY_SCRIPT, "ready", self.work_url, polls, f"{READY_POLL_S:g}"]
+                )
                 head, ready, rest = result.stdout.partition("@@ready\n")
                 if ready:
                     self.before = self._before_window(result, rest)
@@ -410,15 +494,30 @@ class Measurement:
         """The task's cgroup and processes (first waiting for the roles file if wait_roles), and when it returned."""
         if wait_roles:
             polls = str(max(1, round(ROLES_WAIT_S / READY_POLL_S)))
-            result = exec_in(self.client, self.task.id, ["sh", "-c", ROLES_THEN_SNAPSHOT, "snapshot",
-                                                         cgroup.ROLES_FILE, polls, f"{READY_POLL_S:g}"])
+            result = exec_in(
+                self.client,
+                self.task.id,
+                [
+                    "sh",
+                    "-c",
+                    ROLES_THEN_SNAPSHOT,
+                    "snapshot",
+                    cgroup.ROLES_FILE,
+                    polls,
+                    f"{READY_POLL_S:g}",
+                ],
+            )
         else:
             result = self.task_exec(cgroup.SNAPSHOT_SCRIPT)
         taken = time.monotonic()
         if result.exit_code == NOT_READY and wait_roles:
-            raise self.start_error(f"answered /work but did not write {cgroup.ROLES_FILE} within {ROLES_WAIT_S:g} s")
+            raise self.start_error(
+                f"answered /work but did not write {cgroup.ROLES_FILE} within {ROLES_WAIT_S:g} s"
+            )
         if result.exit_code != 0:
-            raise RunError(f"{self.condition.id}: reading the cgroup inside the task failed: {result.stderr[:300]}")
+            raise RunError(
+                f"{self.condition.id}: reading the cgroup inside the task failed: {result.stderr[:300]}"
+            )
         return cgroup.parse_snapshot(result.stdout), taken
 
     def oom_kills(self) -> int | None:
@@ -437,7 +536,9 @@ class Measurement:
     def _before_window(self, result: ExecResult, text: str) -> tuple[str, dict[str, int], int]:
         """BEFORE_SCRIPT's output -> (probe text, Tcp counters, served)."""
         if result.exit_code != 0:
-            raise RunError(f"{self.condition.id}: reading /stats and /proc/net/snmp failed: {result.stderr[:300]}")
+            raise RunError(
+                f"{self.condition.id}: reading /stats and /proc/net/snmp failed: {result.stderr[:300]}"
+            )
         probe, _, netns = text.partition("@@netns\n")
         return (probe, *parse_netns_probe(netns))
 
@@ -448,8 +549,10 @@ class Measurement:
         csv_file = "/dev/null" if self.open_load is not None else LOADGEN_CSV
         result = self.loadgen_exec(["sh", "-c", AFTER_SCRIPT, "after", csv_file])
         if result.exit_code != 0:
-            raise RunError(f"{self.condition.id}: reading /stats, /proc/net/snmp and hey's CSV {LOADGEN_CSV} "
-                           f"failed: {result.stderr[:300]}")
+            raise RunError(
+                f"{self.condition.id}: reading /stats, /proc/net/snmp and hey's CSV {LOADGEN_CSV} "
+                f"failed: {result.stderr[:300]}"
+            )
         netns, _, csv = result.stdout.partition("\n@@csv\n")
         if self.open_load is not None:
             csv = self.read_open_csv()
@@ -458,8 +561,15 @@ class Measurement:
     def hey(self, duration_s: float, csv_path: str) -> ExecResult:
         """hey with its CSV written to csv_path in the load generator; stdout holds its CPU counter lines."""
         limit = f"{duration_s + HEY_GRACE_S:g}"
-        return self.loadgen_exec(hey.command_to_file(self.work_url, duration_s, self.load.concurrency, csv_path,
-                                                     ("timeout", "-s", "KILL", limit)))
+        return self.loadgen_exec(
+            hey.command_to_file(
+                self.work_url,
+                duration_s,
+                self.load.concurrency,
+                csv_path,
+                ("timeout", "-s", "KILL", limit),
+            )
+        )
 
     @property
     def work_url(self) -> str:
@@ -474,8 +584,10 @@ class Measurement:
         stats = self.loadgen_exec(["curl", "-sS", "--max-time", "10", proxymod.STATS_CSV_URL])
         lines = self.proxy_exec(proxymod.COUNT_LOG_SCRIPT)
         if stats.exit_code != 0 or lines.exit_code != 0:
-            raise RunError(f"{self.condition.id}: reading the proxy's counters failed: "
-                           f"{(stats.stderr + lines.stderr).strip()[:300]}")
+            raise RunError(
+                f"{self.condition.id}: reading the proxy's counters failed: "
+                f"{(stats.stderr + lines.stderr).strip()[:300]}"
+            )
         try:
             return (*proxymod.parse_requests(stats.stdout), proxymod.parse_log_lines(lines.stdout))
         except proxymod.ProxyCountError as err:
@@ -485,7 +597,9 @@ class Measurement:
         """Remove this run's containers, found by their run label too (covers a create that raced a signal)."""
         found = {c.id: c for c in (self.openloop, self.loadgen, self.task) if c is not None}
         try:
-            for container in self.client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}):
+            for container in self.client.containers.list(
+                all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"}
+            ):
                 found.setdefault(container.id, container)
         except TRANSPORT_ERRORS as err:
             # Remove what this object knows of all the same: the task above all.
@@ -501,6 +615,8 @@ class Measurement:
         for sock in self.stdins:
             try:
                 sock.close()
-            except Exception as err:  # any failure: the engine may be gone; the containers are removed
+            except (
+                Exception
+            ) as err:  # any failure: the engine may be gone; the containers are removed
                 log.debug("closing an attached stdin failed: %s", err)
         self.stdins.clear()

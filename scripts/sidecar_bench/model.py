@@ -66,6 +66,7 @@ def _f(value: Any) -> float:
 
 # --- cost per request -------------------------------------------------------------------------------------
 
+
 def run_cost_ms(app_cpu_pct: float, rps: float) -> float:
     """ms of app CPU per successful response: (app CPU % / 100) / RPS x 1000."""
     app_cpu_pct, rps = _f(app_cpu_pct), _f(rps)
@@ -85,8 +86,9 @@ def with_run_costs(per_run: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def pooled_cost_ms(app_cpu_s: np.ndarray, cpu_wall_s: np.ndarray, successful: np.ndarray,
-                   load_s: np.ndarray) -> float:
+def pooled_cost_ms(
+    app_cpu_s: np.ndarray, cpu_wall_s: np.ndarray, successful: np.ndarray, load_s: np.ndarray
+) -> float:
     """Pooled cost of some repetitions: (sum app CPU s / sum CPU window s) / (sum responses / sum load s) x 1000."""
     app_cpu_s, cpu_wall_s = np.asarray(app_cpu_s, float), np.asarray(cpu_wall_s, float)
     successful, load_s = np.asarray(successful, float), np.asarray(load_s, float)
@@ -102,8 +104,10 @@ def cost_interval(runs: pd.DataFrame) -> tuple[float, float, float]:
     mean +- t(0.975, R - 1) x s / sqrt(R) over the runs' app_cost_ms; with one it is NaN (no run-to-run
     variation to measure). The point stays the pooled cost, pooled as RPS is.
     """
-    arrays = [pd.to_numeric(runs[c], errors="coerce").to_numpy(float)
-              for c in ("app_cpu_s", "cgroup_wall_s", "successful", "load_s")]
+    arrays = [
+        pd.to_numeric(runs[c], errors="coerce").to_numpy(float)
+        for c in ("app_cpu_s", "cgroup_wall_s", "successful", "load_s")
+    ]
     point = pooled_cost_ms(*arrays)
     if math.isnan(point):
         return point, math.nan, math.nan
@@ -111,7 +115,9 @@ def cost_interval(runs: pd.DataFrame) -> tuple[float, float, float]:
     return point, estimate.lo, estimate.hi
 
 
-def add_cost_columns(per_run: pd.DataFrame, summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def add_cost_columns(
+    per_run: pd.DataFrame, summary: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs summary and the condition summary with the cost columns (RUN_/CONDITION_COST_COLUMNS) added."""
     runs = with_run_costs(per_run)
     summary = summary.copy()
@@ -125,6 +131,7 @@ def add_cost_columns(per_run: pd.DataFrame, summary: pd.DataFrame) -> tuple[pd.D
 
 
 # --- the prediction ---------------------------------------------------------------------------------------
+
 
 def available_cpu_pct(vcpu: float, sidecars_cpu_pct: float, other_cpu_pct: float) -> float:
     """CPU the app could get, % of one core: the quota minus what the sidecars and other processes used."""
@@ -161,34 +168,55 @@ def miss_reason(row: Mapping[str, Any], within: float = WITHIN) -> str:
     codes = _codes(row.get("flags"))
     parts = []
     if "host_bound" in codes:
-        parts.append(f"host-bound: the host's CPUs, not the quota, limited the task (host {_f(row.get('host_busy_pct')):.0f} % "
-                     f"busy, throttled share {_f(row.get('throttled_share')):.2f})")
+        parts.append(
+            f"host-bound: the host's CPUs, not the quota, limited the task (host {_f(row.get('host_busy_pct')):.0f} % "
+            f"busy, throttled share {_f(row.get('throttled_share')):.2f})"
+        )
     use, cost = _f(row.get("cpu_use")), _f(row.get("cost_factor"))
     cell_cost, cal_cost = _f(row.get("app_cost_ms")), _f(row.get("calibrated_cost_ms"))
     cost_text = None
     if not math.isnan(cost) and abs(math.log(cost)) > math.log(1 + within / 2):
         direction = "rose" if cost < 1 else "fell"
         throttled = _f(row.get("throttled_share"))
-        share = (f" as the app's CPU fell to {_f(row.get('app_cpu_pct')):.1f} % of a core beside the sidecars "
-                 f"({throttled:.0%} of periods throttled)" if cost < 1 else "")
+        share = (
+            f" as the app's CPU fell to {_f(row.get('app_cpu_pct')):.1f} % of a core beside the sidecars "
+            f"({throttled:.0%} of periods throttled)"
+            if cost < 1
+            else ""
+        )
         cost_text = f"cost per request {direction} to {cell_cost:.3g} ms from {cal_cost:.3g} ms alone at this quota{share}"
         cal_lo, cal_hi = _f(row.get("calibrated_cost_ms_lo")), _f(row.get("calibrated_cost_ms_hi"))
         if cal_lo <= cell_cost <= cal_hi:
-            cost_text += (f", inside the calibrated cost's own 95 % interval ({cal_lo:.3g}-{cal_hi:.3g} ms): "
-                          "the calibration's spread")
+            cost_text += (
+                f", inside the calibrated cost's own 95 % interval ({cal_lo:.3g}-{cal_hi:.3g} ms): "
+                "the calibration's spread"
+            )
     use_text = None
     if not math.isnan(use) and abs(math.log(use)) > math.log(1 + within / 2):
         if use < 1:
             task, quota = _f(row.get("task_cpu_pct")), 100.0 * _f(row.get("vcpu"))
-            left = ("the task left quota unused" if task < 0.9 * quota
-                    else "the quota was used, by the other processes' and accounting's share")
-            use_text = (f"the app used {_f(row.get('app_cpu_pct')):.1f} % of a core of the "
-                        f"{_f(row.get('available_cpu_pct')):.1f} % left to it ({left})")
+            left = (
+                "the task left quota unused"
+                if task < 0.9 * quota
+                else "the quota was used, by the other processes' and accounting's share"
+            )
+            use_text = (
+                f"the app used {_f(row.get('app_cpu_pct')):.1f} % of a core of the "
+                f"{_f(row.get('available_cpu_pct')):.1f} % left to it ({left})"
+            )
         else:
-            use_text = (f"the app used {_f(row.get('app_cpu_pct')):.1f} % of a core, more than the "
-                        f"{_f(row.get('available_cpu_pct')):.1f} % the quota left it")
-    ranked = sorted([(abs(math.log(cost)) if cost_text else -1, cost_text),
-                     (abs(math.log(use)) if use_text else -1, use_text)], key=lambda t: t[0], reverse=True)
+            use_text = (
+                f"the app used {_f(row.get('app_cpu_pct')):.1f} % of a core, more than the "
+                f"{_f(row.get('available_cpu_pct')):.1f} % the quota left it"
+            )
+    ranked = sorted(
+        [
+            (abs(math.log(cost)) if cost_text else -1, cost_text),
+            (abs(math.log(use)) if use_text else -1, use_text),
+        ],
+        key=lambda t: t[0],
+        reverse=True,
+    )
     parts += [text for _, text in ranked if text]
     if "not_steady" in codes:
         parts.append("throughput drifted within the window (~)")
@@ -206,25 +234,63 @@ def miss_reason(row: Mapping[str, Any], within: float = WITHIN) -> str:
 
 
 MODEL_COLUMNS = [
-    "condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct", "total_sidecar_load_pct",
-    "sidecar_burn", "sidecars_cpu_pct", "other_cpu_pct", "available_cpu_pct", "app_cpu_pct", "task_cpu_pct",
-    "throttled_share", "host_busy_pct", "calibrated_cost_ms", "calibrated_cost_ms_lo", "calibrated_cost_ms_hi",
-    "app_cost_ms", "app_cost_ms_lo", "app_cost_ms_hi", "predicted_rps", "predicted_rps_lo", "predicted_rps_hi",
-    "rps", "rps_lo", "rps_hi", "ratio", "within", "cpu_use", "cost_factor", "flags", "reason",
+    "condition_id",
+    "app",
+    "vcpu",
+    "memory_mb",
+    "sidecar_count",
+    "sidecar_load_pct",
+    "total_sidecar_load_pct",
+    "sidecar_burn",
+    "sidecars_cpu_pct",
+    "other_cpu_pct",
+    "available_cpu_pct",
+    "app_cpu_pct",
+    "task_cpu_pct",
+    "throttled_share",
+    "host_busy_pct",
+    "calibrated_cost_ms",
+    "calibrated_cost_ms_lo",
+    "calibrated_cost_ms_hi",
+    "app_cost_ms",
+    "app_cost_ms_lo",
+    "app_cost_ms_hi",
+    "predicted_rps",
+    "predicted_rps_lo",
+    "predicted_rps_hi",
+    "rps",
+    "rps_lo",
+    "rps_hi",
+    "ratio",
+    "within",
+    "cpu_use",
+    "cost_factor",
+    "flags",
+    "reason",
 ]
 
 
 def calibrated_cost(calibration: pd.DataFrame, app: str, vcpu: float) -> tuple[float, float, float]:
     """The calibrated cost (point, lo, hi) of an app at a quota, or NaNs if that quota was not calibrated."""
-    rows = calibration[(calibration["app"] == app) & ((calibration["vcpu"] - float(vcpu)).abs() < 1e-9)]
+    rows = calibration[
+        (calibration["app"] == app) & ((calibration["vcpu"] - float(vcpu)).abs() < 1e-9)
+    ]
     if rows.empty:
         return math.nan, math.nan, math.nan
     first = rows.iloc[0]
-    return _f(first["app_cost_ms"]), _f(first.get("app_cost_ms_lo")), _f(first.get("app_cost_ms_hi"))
+    return (
+        _f(first["app_cost_ms"]),
+        _f(first.get("app_cost_ms_lo")),
+        _f(first.get("app_cost_ms_hi")),
+    )
 
 
-def decompose(summary: pd.DataFrame, calibration: pd.DataFrame, sidecar_burn: str | None = None,
-              within: float = WITHIN) -> pd.DataFrame:
+def decompose(
+    summary: pd.DataFrame,
+    calibration: pd.DataFrame,
+    sidecar_burn: str | None = None,
+    within: float = WITHIN,
+) -> pd.DataFrame:
     """One row per condition of the summary: its RPS decomposed (CPU left from its own measured sidecar and other
     CPU, over the calibrated cost) against the measured RPS, the two factors and the reason.
 
@@ -237,22 +303,30 @@ def decompose(summary: pd.DataFrame, calibration: pd.DataFrame, sidecar_burn: st
         row = {c: cond.get(c) for c in MODEL_COLUMNS if c in summary.columns}
         row["sidecar_burn"] = sidecar_burn
         cost, cost_lo, cost_hi = calibrated_cost(calibration, cond["app"], cond["vcpu"])
-        available = available_cpu_pct(cond["vcpu"], cond.get("sidecars_cpu_pct"), cond.get("other_cpu_pct"))
+        available = available_cpu_pct(
+            cond["vcpu"], cond.get("sidecars_cpu_pct"), cond.get("other_cpu_pct")
+        )
         predicted = predicted_rps(available, cost)
         measured = _f(cond["rps"])
         ratio = measured / predicted if predicted and not math.isnan(predicted) else math.nan
         app_cpu = _f(cond.get("app_cpu_pct"))
-        row.update({
-            "calibrated_cost_ms": cost, "calibrated_cost_ms_lo": cost_lo, "calibrated_cost_ms_hi": cost_hi,
-            "available_cpu_pct": available,
-            "predicted_rps": predicted,
-            "predicted_rps_lo": predicted_rps(available, cost_hi),
-            "predicted_rps_hi": predicted_rps(available, cost_lo),
-            "ratio": ratio,
-            "within": bool(abs(ratio - 1.0) <= within) if not math.isnan(ratio) else False,
-            "cpu_use": app_cpu / available if available > 0 else math.nan,
-            "cost_factor": cost / _f(cond.get("app_cost_ms")) if _f(cond.get("app_cost_ms")) else math.nan,
-        })
+        row.update(
+            {
+                "calibrated_cost_ms": cost,
+                "calibrated_cost_ms_lo": cost_lo,
+                "calibrated_cost_ms_hi": cost_hi,
+                "available_cpu_pct": available,
+                "predicted_rps": predicted,
+                "predicted_rps_lo": predicted_rps(available, cost_hi),
+                "predicted_rps_hi": predicted_rps(available, cost_lo),
+                "ratio": ratio,
+                "within": bool(abs(ratio - 1.0) <= within) if not math.isnan(ratio) else False,
+                "cpu_use": app_cpu / available if available > 0 else math.nan,
+                "cost_factor": cost / _f(cond.get("app_cost_ms"))
+                if _f(cond.get("app_cost_ms"))
+                else math.nan,
+            }
+        )
         row["reason"] = miss_reason(row, within)
         rows.append(row)
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)
@@ -267,9 +341,15 @@ def share_within(model: pd.DataFrame) -> pd.DataFrame:
     out = []
     for app, group in model.groupby("app", sort=True):
         scored = group[group["ratio"].notna()]
-        out.append({"app": app, "cells": len(scored), "within": int(scored["within"].sum()),
-                    "share_within": float(scored["within"].mean()) if len(scored) else math.nan,
-                    "median_ratio": float(scored["ratio"].median()) if len(scored) else math.nan})
+        out.append(
+            {
+                "app": app,
+                "cells": len(scored),
+                "within": int(scored["within"].sum()),
+                "share_within": float(scored["within"].mean()) if len(scored) else math.nan,
+                "median_ratio": float(scored["ratio"].median()) if len(scored) else math.nan,
+            }
+        )
     return pd.DataFrame(out, columns=["app", "cells", "within", "share_within", "median_ratio"])
 
 
@@ -282,6 +362,7 @@ def largest_misses(model: pd.DataFrame, n: int | None = None) -> pd.DataFrame:
 
 
 # --- the delivered load -----------------------------------------------------------------------------------
+
 
 def article_delivered_estimate(rps: float, baseline_rps: float, vcpu: float) -> float:
     """An estimate of the CPU the article's sidecars really used (% of one core), from its own RPS.
@@ -299,6 +380,7 @@ def article_delivered_estimate(rps: float, baseline_rps: float, vcpu: float) -> 
 
 # --- the article against the same physics -----------------------------------------------------------------
 
+
 def implied_cost_ms(vcpu: float, rps: float) -> float:
     """The most CPU per request a server limited to vcpu can have spent at rps: vCPU / RPS, in ms."""
     vcpu, rps = _f(vcpu), _f(rps)
@@ -313,8 +395,10 @@ def article_verdict(stated_ms: float, implied_ms: float, within: float = WITHIN)
         return ""
     factor = stated_ms / implied_ms
     if factor > 1 + within:
-        return (f"cannot be CPU-limited at the stated cost: {stated_ms:g} ms a request would need "
-                f"{factor:.1f} x the quota")
+        return (
+            f"cannot be CPU-limited at the stated cost: {stated_ms:g} ms a request would need "
+            f"{factor:.1f} x the quota"
+        )
     if factor >= 1 - within:
         return "consistent: a CPU-limited server at the stated cost"
     return f"possible, below the quota: at the stated cost the app used {factor:.0%} of it"
@@ -322,21 +406,47 @@ def article_verdict(stated_ms: float, implied_ms: float, within: float = WITHIN)
 
 def article_costs(ref: pd.DataFrame, calibration: pd.DataFrame) -> pd.DataFrame:
     """The article's app-only cells (rps_grid, no sidecar): implied cost beside its stated cost and ours."""
-    cells = ref[(ref["table"] == "rps_grid") & (ref["sidecar_count"] == 0) & (ref["metric"] == "rps")]
+    cells = ref[
+        (ref["table"] == "rps_grid") & (ref["sidecar_count"] == 0) & (ref["metric"] == "rps")
+    ]
     out = []
     for _, cell in cells.sort_values(["app", "vcpu"]).iterrows():
         implied = implied_cost_ms(cell["vcpu"], cell["value"])
         stated = ARTICLE_STATED_COST_MS.get(cell["app"], math.nan)
-        ours, ours_lo, ours_hi = (calibrated_cost(calibration, cell["app"], cell["vcpu"])
-                                  if calibration is not None and len(calibration) else (math.nan,) * 3)
-        out.append({"app": cell["app"], "vcpu": float(cell["vcpu"]), "article_rps": float(cell["value"]),
-                    "article_implied_cost_ms": implied, "article_stated_cost_ms": stated,
-                    "stated_over_implied": stated / implied if implied else math.nan,
-                    "ours_cost_ms": ours, "ours_cost_ms_lo": ours_lo, "ours_cost_ms_hi": ours_hi,
-                    "verdict": article_verdict(stated, implied)})
-    return pd.DataFrame(out, columns=["app", "vcpu", "article_rps", "article_implied_cost_ms",
-                                      "article_stated_cost_ms", "stated_over_implied", "ours_cost_ms",
-                                      "ours_cost_ms_lo", "ours_cost_ms_hi", "verdict"])
+        ours, ours_lo, ours_hi = (
+            calibrated_cost(calibration, cell["app"], cell["vcpu"])
+            if calibration is not None and len(calibration)
+            else (math.nan,) * 3
+        )
+        out.append(
+            {
+                "app": cell["app"],
+                "vcpu": float(cell["vcpu"]),
+                "article_rps": float(cell["value"]),
+                "article_implied_cost_ms": implied,
+                "article_stated_cost_ms": stated,
+                "stated_over_implied": stated / implied if implied else math.nan,
+                "ours_cost_ms": ours,
+                "ours_cost_ms_lo": ours_lo,
+                "ours_cost_ms_hi": ours_hi,
+                "verdict": article_verdict(stated, implied),
+            }
+        )
+    return pd.DataFrame(
+        out,
+        columns=[
+            "app",
+            "vcpu",
+            "article_rps",
+            "article_implied_cost_ms",
+            "article_stated_cost_ms",
+            "stated_over_implied",
+            "ours_cost_ms",
+            "ours_cost_ms_lo",
+            "ours_cost_ms_hi",
+            "verdict",
+        ],
+    )
 
 
 def summary_with_costs(summary: pd.DataFrame, per_run: pd.DataFrame) -> pd.DataFrame:
@@ -352,9 +462,26 @@ def iter_apps(frame: pd.DataFrame) -> Iterable[str]:
 
 # --- sidecars that burn what they claim: the same conditions under load.sidecar_burn wall and cpu ----------
 
-BURN_COLUMNS = ["burn", "preset", "condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct",
-                "sidecars_cpu_pct", "rps", "rps_lo", "rps_hi", "retained", "p99_ms", "p99_ms_lo", "p99_ms_hi",
-                "slow_1p_share", "flags"]
+BURN_COLUMNS = [
+    "burn",
+    "preset",
+    "condition_id",
+    "app",
+    "vcpu",
+    "memory_mb",
+    "sidecar_count",
+    "total_sidecar_load_pct",
+    "sidecars_cpu_pct",
+    "rps",
+    "rps_lo",
+    "rps_hi",
+    "retained",
+    "p99_ms",
+    "p99_ms_lo",
+    "p99_ms_hi",
+    "slow_1p_share",
+    "flags",
+]
 
 
 def burn_comparison(summaries: Mapping[tuple[str, str], pd.DataFrame]) -> pd.DataFrame:
@@ -368,15 +495,20 @@ def burn_comparison(summaries: Mapping[tuple[str, str], pd.DataFrame]) -> pd.Dat
         frame = summary.copy()
         frame["burn"], frame["preset"] = burn, preset
         base = frame[np.isclose(frame["total_sidecar_load_pct"], 0.0)].set_index(
-            ["app", "vcpu", "memory_mb", "sidecar_count"])["rps"]
+            ["app", "vcpu", "memory_mb", "sidecar_count"]
+        )["rps"]
         keys = list(zip(frame["app"], frame["vcpu"], frame["memory_mb"], frame["sidecar_count"]))
-        frame["retained"] = [r / base.get(k, math.nan) if k in base.index else math.nan
-                             for r, k in zip(frame["rps"], keys)]
+        frame["retained"] = [
+            r / base.get(k, math.nan) if k in base.index else math.nan
+            for r, k in zip(frame["rps"], keys)
+        ]
         frames.append(frame.reindex(columns=BURN_COLUMNS))
     if not frames:
         return pd.DataFrame(columns=BURN_COLUMNS)
     long = pd.concat(frames, ignore_index=True)
     shared = long.groupby("condition_id")["burn"].nunique()
     long = long[long["condition_id"].isin(shared[shared > 1].index) & (long["sidecar_count"] > 0)]
-    return long.sort_values(["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct", "burn"],
-                            kind="stable").reset_index(drop=True)
+    return long.sort_values(
+        ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct", "burn"],
+        kind="stable",
+    ).reset_index(drop=True)

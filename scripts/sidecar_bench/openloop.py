@@ -31,10 +31,21 @@ class OpenLoopError(ValueError):
     """openloop's summary is missing, not its format, or inconsistent; the message says how."""
 
 
-def command(url: str, rate_per_s: float, duration_s: float, *, arrivals: str = "constant",
-            max_conns: int = 1000, slack_s: float = 0.001, seed: int = 1, timeout_s: float = 20,
-            csv_path: str = "-", summary_path: str = "/dev/stderr", wait_ready_s: float = 0,
-            warmup_s: float = 0) -> list[str]:
+def command(
+    url: str,
+    rate_per_s: float,
+    duration_s: float,
+    *,
+    arrivals: str = "constant",
+    max_conns: int = 1000,
+    slack_s: float = 0.001,
+    seed: int = 1,
+    timeout_s: float = 20,
+    csv_path: str = "-",
+    summary_path: str = "/dev/stderr",
+    wait_ready_s: float = 0,
+    warmup_s: float = 0,
+) -> list[str]:
     """The argument list of one open-loop run: RATE requests/s for DURATION at URL.
 
     warmup_s: that long at the same rate first, on the same connections, not recorded.
@@ -51,10 +62,27 @@ def command(url: str, rate_per_s: float, duration_s: float, *, arrivals: str = "
         raise ValueError(f"open-loop slack {slack_s!r} s is negative")
     if warmup_s < 0:
         raise ValueError(f"open-loop warm-up {warmup_s!r} s is negative")
-    args = [BINARY, "-rate", f"{rate_per_s:g}", "-duration", _go_duration(duration_s),
-            "-arrivals", arrivals, "-seed", str(int(seed)), "-max-conns", str(int(max_conns)),
-            "-slack", _go_duration(slack_s), "-timeout", _go_duration(timeout_s),
-            "-o", csv_path, "-summary", summary_path]
+    args = [
+        BINARY,
+        "-rate",
+        f"{rate_per_s:g}",
+        "-duration",
+        _go_duration(duration_s),
+        "-arrivals",
+        arrivals,
+        "-seed",
+        str(int(seed)),
+        "-max-conns",
+        str(int(max_conns)),
+        "-slack",
+        _go_duration(slack_s),
+        "-timeout",
+        _go_duration(timeout_s),
+        "-o",
+        csv_path,
+        "-summary",
+        summary_path,
+    ]
     if wait_ready_s > 0:
         args += ["-wait-ready", _go_duration(wait_ready_s)]
     if warmup_s > 0:
@@ -108,15 +136,23 @@ class Summary:
     def __post_init__(self) -> None:
         problems = []
         if self.format != SUMMARY_FORMAT:
-            problems.append(f"format {self.format} is not {SUMMARY_FORMAT} (a newer or older openloop)")
+            problems.append(
+                f"format {self.format} is not {SUMMARY_FORMAT} (a newer or older openloop)"
+            )
         if self.scheduled != self.sent + self.dropped:
-            problems.append(f"scheduled {self.scheduled} != sent {self.sent} + dropped {self.dropped}")
+            problems.append(
+                f"scheduled {self.scheduled} != sent {self.sent} + dropped {self.dropped}"
+            )
         if self.sent != self.responses + self.errors:
-            problems.append(f"sent {self.sent} != responses {self.responses} + errors {self.errors}")
+            problems.append(
+                f"sent {self.sent} != responses {self.responses} + errors {self.errors}"
+            )
         if not 0 <= self.late <= self.sent:
             problems.append(f"late {self.late} is not within 0..sent {self.sent}")
         if sum(self.error_kinds.values()) != self.errors:
-            problems.append(f"error kinds add up to {sum(self.error_kinds.values())}, not errors {self.errors}")
+            problems.append(
+                f"error kinds add up to {sum(self.error_kinds.values())}, not errors {self.errors}"
+            )
         if self.workers > self.max_conns:
             problems.append(f"workers {self.workers} exceed max_conns {self.max_conns}")
         if problems:
@@ -148,8 +184,12 @@ class Summary:
 
     def as_record(self) -> dict:
         """A plain dict for a run file's metadata (JSON-safe)."""
-        return {f.name: (dict(getattr(self, f.name)) if f.name == "error_kinds" else getattr(self, f.name))
-                for f in fields(self)}
+        return {
+            f.name: (
+                dict(getattr(self, f.name)) if f.name == "error_kinds" else getattr(self, f.name)
+            )
+            for f in fields(self)
+        }
 
 
 def parse_summary(text: str) -> Summary:
@@ -157,7 +197,9 @@ def parse_summary(text: str) -> Summary:
 
     ``text`` may be the generator's whole stderr: earlier lines are ignored.
     """
-    line = next((ln for ln in reversed(text.strip().splitlines()) if ln.lstrip().startswith("{")), None)
+    line = next(
+        (ln for ln in reversed(text.strip().splitlines()) if ln.lstrip().startswith("{")), None
+    )
     if line is None:
         raise OpenLoopError(f"openloop wrote no summary JSON; its output ends with {text[-300:]!r}")
     try:
@@ -169,5 +211,7 @@ def parse_summary(text: str) -> Summary:
     names = {f.name for f in fields(Summary)}
     missing = sorted(names - set(raw) - {"error_kinds"})
     if missing:
-        raise OpenLoopError(f"openloop summary lacks {', '.join(missing)} (format {raw.get('format')!r})")
+        raise OpenLoopError(
+            f"openloop summary lacks {', '.join(missing)} (format {raw.get('format')!r})"
+        )
     return Summary(**{name: raw[name] for name in names if name in raw})

@@ -17,6 +17,7 @@ import io
 from typing import Any, Mapping
 
 from .conditions import Condition
+
 # Image labels (from /etc/sidecar-bench/versions at build time, image.build_variant).
 from .labels import HAPROXY_CONFIG_DIGEST_LABEL as CONFIG_DIGEST_LABEL
 from .labels import HAPROXY_VERSION_LABEL as VERSION_LABEL
@@ -35,7 +36,7 @@ ACCESS_LOG_TMPFS = {ACCESS_LOG_DIR: "rw,nosuid,nodev,noexec,size=128m"}
 # HAProxy's configuration in the -proxy images (task-image/proxy/haproxy.cfg).
 HAPROXY_CONFIG = "/etc/haproxy/sidecar.cfg"
 # In the task: the access log's line count, or "none" when there is no log file (haproxy-nolog).
-COUNT_LOG_SCRIPT = f'if [ -f {ACCESS_LOG} ]; then wc -l < {ACCESS_LOG}; else echo none; fi'
+COUNT_LOG_SCRIPT = f"if [ -f {ACCESS_LOG} ]; then wc -l < {ACCESS_LOG}; else echo none; fi"
 
 
 def base_url(condition: Condition) -> str:
@@ -56,7 +57,11 @@ def container_command(condition: Condition) -> list[str]:
     """The task topology's proxy container: HAProxy in the foreground, as task-image/proxy/entrypoint.sh starts
     it in the process topology (with an access log, its stdout kept in ACCESS_LOG)."""
     if has_access_log(condition):
-        return ["sh", "-c", f'PROXY_ACCESS_LOG=file exec haproxy -db -f {HAPROXY_CONFIG} > {ACCESS_LOG}']
+        return [
+            "sh",
+            "-c",
+            f"PROXY_ACCESS_LOG=file exec haproxy -db -f {HAPROXY_CONFIG} > {ACCESS_LOG}",
+        ]
     return ["haproxy", "-db", "-f", HAPROXY_CONFIG]
 
 
@@ -94,8 +99,10 @@ def parse_requests(stats_csv: str) -> tuple[int, int]:
             except (KeyError, TypeError, ValueError):
                 pass
     if set(found) != {"FRONTEND", "BACKEND"}:
-        raise ProxyCountError(f"HAProxy's stats CSV has no req_tot for frontend {FRONTEND!r} and backend {BACKEND!r}: "
-                              f"{stats_csv[:200]!r}")
+        raise ProxyCountError(
+            f"HAProxy's stats CSV has no req_tot for frontend {FRONTEND!r} and backend {BACKEND!r}: "
+            f"{stats_csv[:200]!r}"
+        )
     return found["FRONTEND"], found["BACKEND"]
 
 
@@ -110,8 +117,9 @@ def parse_log_lines(text: str) -> int | None:
         raise ProxyCountError(f"counting {ACCESS_LOG}'s lines gave {text!r}") from None
 
 
-def count_failed(rows: int, served: int, forwarded: int, evidence: Mapping[str, int],
-                 cap_reached: bool = False) -> tuple[int, dict[str, int]]:
+def count_failed(
+    rows: int, served: int, forwarded: int, evidence: Mapping[str, int], cap_reached: bool = False
+) -> tuple[int, dict[str, int]]:
     """Failed requests over the window behind a real proxy, and the evidence (runner.count_failed's, plus the
     proxy's own count).
 
@@ -125,8 +133,13 @@ def count_failed(rows: int, served: int, forwarded: int, evidence: Mapping[str, 
     return max(0 if cap_reached else unrecorded, evidence["tcp_attempt_fails"]), evidence
 
 
-def record(condition: Condition, image_labels: Mapping[str, str], before: tuple[int, int, int | None],
-           after: tuple[int, int, int | None], hey_rows: int) -> dict[str, Any]:
+def record(
+    condition: Condition,
+    image_labels: Mapping[str, str],
+    before: tuple[int, int, int | None],
+    after: tuple[int, int, int | None],
+    hey_rows: int,
+) -> dict[str, Any]:
     """The run file's "proxy" section; ProxyCountError if the proxy forwarded fewer requests than hey recorded
     (some load went around it) or, with an access log, logged a different number than it received.
 
@@ -137,11 +150,15 @@ def record(condition: Condition, image_labels: Mapping[str, str], before: tuple[
     forwarded = after[1] - before[1]
     log_lines = None if after[2] is None or before[2] is None else after[2] - before[2]
     if forwarded < hey_rows:
-        raise ProxyCountError(f"{condition.id}: the proxy forwarded {forwarded} requests over the window, hey "
-                              f"recorded {hey_rows}: the load did not all go through the proxy")
+        raise ProxyCountError(
+            f"{condition.id}: the proxy forwarded {forwarded} requests over the window, hey "
+            f"recorded {hey_rows}: the load did not all go through the proxy"
+        )
     if has_access_log(condition) and log_lines != received:
-        raise ProxyCountError(f"{condition.id}: the proxy's access log grew by {log_lines} lines over the window, "
-                              f"it received {received} requests")
+        raise ProxyCountError(
+            f"{condition.id}: the proxy's access log grew by {log_lines} lines over the window, "
+            f"it received {received} requests"
+        )
     return {
         "kind": condition.proxy,
         "url": base_url(condition),

@@ -74,14 +74,22 @@ def proxy_cost(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per real-proxy condition: proxy and app CPU per request (ms) and the proxy's CPU share."""
     rows = []
     real = runs[runs["proxy"].isin(REAL_PROXIES)]
-    for (condition_id, app, vcpu, proxy), group in real.groupby(["condition_id", "app", "vcpu", "proxy"], sort=True):
-        rows.append({
-            "condition_id": condition_id, "app": app, "vcpu": vcpu, "proxy": proxy, "repeats": len(group),
-            **_estimate(group["proxy_cost_ms"], "proxy_cost_ms"),
-            **_estimate(group["app_cost_ms"], "app_cost_ms"),
-            **_estimate(group["proxy_cpu_pct"], "proxy_cpu_pct"),
-            **_estimate(group["rps"], "rps"),
-        })
+    for (condition_id, app, vcpu, proxy), group in real.groupby(
+        ["condition_id", "app", "vcpu", "proxy"], sort=True
+    ):
+        rows.append(
+            {
+                "condition_id": condition_id,
+                "app": app,
+                "vcpu": vcpu,
+                "proxy": proxy,
+                "repeats": len(group),
+                **_estimate(group["proxy_cost_ms"], "proxy_cost_ms"),
+                **_estimate(group["app_cost_ms"], "app_cost_ms"),
+                **_estimate(group["proxy_cpu_pct"], "proxy_cpu_pct"),
+                **_estimate(group["rps"], "rps"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -90,8 +98,13 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (app, vcpu, setup), group in runs.groupby(["app", "vcpu", "setup"], sort=True):
         for condition_id, cond in group.groupby("condition_id", sort=True):
-            row: dict[str, Any] = {"app": app, "vcpu": vcpu, "setup": setup, "condition_id": condition_id,
-                                   "repeats": len(cond)}
+            row: dict[str, Any] = {
+                "app": app,
+                "vcpu": vcpu,
+                "setup": setup,
+                "condition_id": condition_id,
+                "repeats": len(cond),
+            }
             for metric in METRICS:
                 row.update(_estimate(cond[metric], metric))
             row.update(_estimate(cond["proxy_cpu_pct"], "proxy_cpu_pct"))
@@ -102,7 +115,11 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
         return table
     order = {setup: i for i, setup in enumerate(SETUPS)}
     table["_order"] = table["setup"].map(order)
-    return table.sort_values(["app", "vcpu", "_order", "condition_id"]).drop(columns="_order").reset_index(drop=True)
+    return (
+        table.sort_values(["app", "vcpu", "_order", "condition_id"])
+        .drop(columns="_order")
+        .reset_index(drop=True)
+    )
 
 
 def budget(runs: pd.DataFrame) -> pd.DataFrame:
@@ -111,27 +128,49 @@ def budget(runs: pd.DataFrame) -> pd.DataFrame:
     for (app, vcpu), group in runs.groupby(["app", "vcpu"], sort=True):
         alone = group[group["setup"] == ALONE]
         app_cost = repstats.mean_interval(alone["app_cost_ms"]).value
-        for (setup, condition_id), cond in group[group["setup"] != ALONE].groupby(["setup", "condition_id"]):
+        for (setup, condition_id), cond in group[group["setup"] != ALONE].groupby(
+            ["setup", "condition_id"]
+        ):
             measured = repstats.mean_interval(cond["rps"])
             proxy_cpu = repstats.mean_interval(cond["proxy_cpu_pct"]).value
             if setup in REAL_PROXIES:
                 proxy_cost = repstats.mean_interval(cond["proxy_cost_ms"]).value
-                budget_rps = 1000.0 * vcpu / (app_cost + proxy_cost) if app_cost + proxy_cost > 0 else math.nan
+                budget_rps = (
+                    1000.0 * vcpu / (app_cost + proxy_cost)
+                    if app_cost + proxy_cost > 0
+                    else math.nan
+                )
             else:
                 proxy_cost = math.nan
                 left = 100.0 * vcpu - proxy_cpu
                 budget_rps = left / 100.0 * 1000.0 / app_cost if app_cost > 0 else math.nan
-            rows.append({
-                "app": app, "vcpu": vcpu, "setup": setup, "condition_id": condition_id,
-                "app_cost_ms_alone": app_cost, "proxy_cost_ms": proxy_cost, "proxy_cpu_pct": proxy_cpu,
-                "budget_rps": budget_rps, "rps": measured.value, "rps_lo": measured.lo, "rps_hi": measured.hi,
-                "measured_vs_budget": measured.value / budget_rps if budget_rps else math.nan,
-            })
+            rows.append(
+                {
+                    "app": app,
+                    "vcpu": vcpu,
+                    "setup": setup,
+                    "condition_id": condition_id,
+                    "app_cost_ms_alone": app_cost,
+                    "proxy_cost_ms": proxy_cost,
+                    "proxy_cpu_pct": proxy_cpu,
+                    "budget_rps": budget_rps,
+                    "rps": measured.value,
+                    "rps_lo": measured.lo,
+                    "rps_hi": measured.hi,
+                    "measured_vs_budget": measured.value / budget_rps if budget_rps else math.nan,
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def standin_sets(cost: pd.DataFrame, memory_mb: int, preset: str, preset_sets: list[str],
-                 proxy: str = "haproxy", no_limit_vcpu: float | None = None) -> dict[str, Any]:
+def standin_sets(
+    cost: pd.DataFrame,
+    memory_mb: int,
+    preset: str,
+    preset_sets: list[str],
+    proxy: str = "haproxy",
+    no_limit_vcpu: float | None = None,
+) -> dict[str, Any]:
     """Step two's config (for --configfile): one set per app and vCPU, a busy-loop proxy (sidecar_count 1)
     at the real proxy's measured CPU share rounded to 0.1 %, and the preset extended with them.
 
@@ -146,13 +185,20 @@ def standin_sets(cost: pd.DataFrame, memory_mb: int, preset: str, preset_sets: l
         if not math.isfinite(share) or share <= 0:
             continue
         name = f"proxy_standin_{row.app}_{row.vcpu:g}"
-        sets[name] = {"app": [row.app], "vcpu": [float(row.vcpu)], "memory_mb": [int(memory_mb)],
-                      "sidecar_count": [1], "sidecar_load_pct": [share]}
+        sets[name] = {
+            "app": [row.app],
+            "vcpu": [float(row.vcpu)],
+            "memory_mb": [int(memory_mb)],
+            "sidecar_count": [1],
+            "sidecar_load_pct": [share],
+        }
     names = [n for n in preset_sets if n not in sets] + list(sets)
     return {"sets": sets, "presets": {preset: {"sets": names}}}
 
 
-def _ratio(numerator: Iterable[float], denominator: Iterable[float], prefix: str) -> dict[str, float]:
+def _ratio(
+    numerator: Iterable[float], denominator: Iterable[float], prefix: str
+) -> dict[str, float]:
     e = repstats.ratio_interval(numerator, denominator)
     return {prefix: e.value, f"{prefix}_lo": e.lo, f"{prefix}_hi": e.hi}
 
@@ -172,9 +218,14 @@ def standin_gap(runs: pd.DataFrame) -> pd.DataFrame:
             real = group[group["setup"] == proxy]
             if real.empty:
                 continue
-            row: dict[str, Any] = {"app": app, "vcpu": vcpu, "proxy": proxy, "repeats": len(real),
-                                   **_ratio(real["rps"], alone["rps"], "rps_vs_alone"),
-                                   **_ratio(standin["rps"], alone["rps"], "standin_rps_vs_alone")}
+            row: dict[str, Any] = {
+                "app": app,
+                "vcpu": vcpu,
+                "proxy": proxy,
+                "repeats": len(real),
+                **_ratio(real["rps"], alone["rps"], "rps_vs_alone"),
+                **_ratio(standin["rps"], alone["rps"], "standin_rps_vs_alone"),
+            }
             for metric in ("rps", "p50_ms", "p99_ms"):
                 row.update(_ratio(real[metric], standin[metric], f"{metric}_vs_standin"))
             rows.append(row)
@@ -190,7 +241,9 @@ def _cell(value: float, lo: float = math.nan, hi: float = math.nan, digits: int 
     return text
 
 
-def markdown(title: str, table: pd.DataFrame, columns: Mapping[str, tuple[str, int]], notes: Iterable[str]) -> str:
+def markdown(
+    title: str, table: pd.DataFrame, columns: Mapping[str, tuple[str, int]], notes: Iterable[str]
+) -> str:
     """A table as Markdown: columns maps a metric to (heading, digits); a metric with _lo/_hi gets its interval."""
     lines = [f"# {title}", ""]
     if table.empty:
@@ -202,24 +255,47 @@ def markdown(title: str, table: pd.DataFrame, columns: Mapping[str, tuple[str, i
         for row in table.to_dict("records"):
             cells = [row["app"], f"{row['vcpu']:g}", row.get("setup", row.get("proxy"))]
             for metric, (_, digits) in columns.items():
-                cells.append(_cell(row.get(metric, math.nan), row.get(f"{metric}_lo", math.nan),
-                                   row.get(f"{metric}_hi", math.nan), digits))
+                cells.append(
+                    _cell(
+                        row.get(metric, math.nan),
+                        row.get(f"{metric}_lo", math.nan),
+                        row.get(f"{metric}_hi", math.nan),
+                        digits,
+                    )
+                )
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines.append("")
     lines += [f"- {note}" for note in notes]
     return "\n".join(lines) + "\n"
 
 
-COST_COLUMNS = {"proxy_cost_ms": ("proxy CPU ms/request", 3), "app_cost_ms": ("app CPU ms/request", 3),
-                "proxy_cpu_pct": ("proxy CPU % of a core", 1), "rps": ("RPS", 0)}
-COMPARISON_COLUMNS = {"rps": ("RPS", 0), "p50_ms": ("P50 ms", 1), "p99_ms": ("P99 ms", 1),
-                      "slow_1p_share": ("share > 1 period", 3), "proxy_cpu_pct": ("proxy CPU %", 1),
-                      "throttled_share": ("throttled periods", 2)}
-BUDGET_COLUMNS = {"app_cost_ms_alone": ("app ms/req alone", 3), "proxy_cost_ms": ("proxy ms/req", 3),
-                  "proxy_cpu_pct": ("proxy CPU %", 1), "budget_rps": ("budget RPS", 0), "rps": ("measured RPS", 0),
-                  "measured_vs_budget": ("measured / budget", 2)}
-GAP_COLUMNS = {"rps_vs_alone": ("RPS kept behind the proxy", 2),
-               "standin_rps_vs_alone": ("RPS kept behind the stand-in", 2),
-               "rps_vs_standin": ("RPS: proxy / stand-in", 2), "p50_ms_vs_standin": ("P50: proxy / stand-in", 2),
-               "p99_ms_vs_standin": ("P99: proxy / stand-in", 2)}
+COST_COLUMNS = {
+    "proxy_cost_ms": ("proxy CPU ms/request", 3),
+    "app_cost_ms": ("app CPU ms/request", 3),
+    "proxy_cpu_pct": ("proxy CPU % of a core", 1),
+    "rps": ("RPS", 0),
+}
+COMPARISON_COLUMNS = {
+    "rps": ("RPS", 0),
+    "p50_ms": ("P50 ms", 1),
+    "p99_ms": ("P99 ms", 1),
+    "slow_1p_share": ("share > 1 period", 3),
+    "proxy_cpu_pct": ("proxy CPU %", 1),
+    "throttled_share": ("throttled periods", 2),
+}
+BUDGET_COLUMNS = {
+    "app_cost_ms_alone": ("app ms/req alone", 3),
+    "proxy_cost_ms": ("proxy ms/req", 3),
+    "proxy_cpu_pct": ("proxy CPU %", 1),
+    "budget_rps": ("budget RPS", 0),
+    "rps": ("measured RPS", 0),
+    "measured_vs_budget": ("measured / budget", 2),
+}
+GAP_COLUMNS = {
+    "rps_vs_alone": ("RPS kept behind the proxy", 2),
+    "standin_rps_vs_alone": ("RPS kept behind the stand-in", 2),
+    "rps_vs_standin": ("RPS: proxy / stand-in", 2),
+    "p50_ms_vs_standin": ("P50: proxy / stand-in", 2),
+    "p99_ms_vs_standin": ("P99: proxy / stand-in", 2),
+}
 INTERVAL_NOTE = "Values are the mean of the runs; brackets: 95 % t interval over the runs (scripts/sidecar_bench/repstats.py)."

@@ -42,8 +42,23 @@ METADATA_KEY = b"sidecar_bench"
 FAILURE_KEY = b"sidecar_bench_failure"
 FAILURE_VERSION = 1
 # What a failure record holds (write_failure): the run it stands for, the error, and what died how.
-FAILURE_KEYS = ("failure_version", "status", "condition", "repeat", "load", "error", "process", "exit_status",
-                "signal", "oom_killed", "phase", "container_status", "container_exit_code", "host_name", "time")
+FAILURE_KEYS = (
+    "failure_version",
+    "status",
+    "condition",
+    "repeat",
+    "load",
+    "error",
+    "process",
+    "exit_status",
+    "signal",
+    "oom_killed",
+    "phase",
+    "container_status",
+    "container_exit_code",
+    "host_name",
+    "time",
+)
 
 SCHEMA = pa.schema(
     [
@@ -64,19 +79,69 @@ SCHEMA = pa.schema(
         ("offset_s", pa.float64()),
     ]
 )
-CONDITION_COLUMNS = ("condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct",
-                     "total_sidecar_load_pct")
-META_SECTIONS = ("format_version", "condition", "load", "window", "requests", "cgroup", "processes", "container",
-                 "environment")
-CONDITION_KEYS = ("id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct", "total_sidecar_load_pct")
+CONDITION_COLUMNS = (
+    "condition_id",
+    "app",
+    "vcpu",
+    "memory_mb",
+    "sidecar_count",
+    "sidecar_load_pct",
+    "total_sidecar_load_pct",
+)
+META_SECTIONS = (
+    "format_version",
+    "condition",
+    "load",
+    "window",
+    "requests",
+    "cgroup",
+    "processes",
+    "container",
+    "environment",
+)
+CONDITION_KEYS = (
+    "id",
+    "app",
+    "vcpu",
+    "memory_mb",
+    "sidecar_count",
+    "sidecar_load_pct",
+    "total_sidecar_load_pct",
+)
 REQUEST_KEYS = ("rows", "non_2xx", "failed", "failed_source", "error_distribution")
-CGROUP_KEYS = ("source", "nr_periods", "nr_throttled", "throttled_s", "usage_s", "period_us", "quota_us")
+CGROUP_KEYS = (
+    "source",
+    "nr_periods",
+    "nr_throttled",
+    "throttled_s",
+    "usage_s",
+    "period_us",
+    "quota_us",
+)
 CONTAINER_KEYS = ("exit_code", "oom_killed", "restart_count", "peak_memory_bytes")
-ENVIRONMENT_KEYS = ("hostname", "cpu_model", "cpu_count", "kernel", "cgroup_version", "docker_version",
-                    "docker_host", "engine_id", "image_id", "image_variant", "loadgen_image_id", "hey_version")
+ENVIRONMENT_KEYS = (
+    "hostname",
+    "cpu_model",
+    "cpu_count",
+    "kernel",
+    "cgroup_version",
+    "docker_version",
+    "docker_host",
+    "engine_id",
+    "image_id",
+    "image_variant",
+    "loadgen_image_id",
+    "hey_version",
+)
 # What version 2 adds, as (section, key); section "" is the top level.
-V2_KEYS = (("", "repeat"), ("window", "load_s"), ("", "limits"), ("", "host"), ("", "loadgen"),
-           ("requests", "cap_reached"))
+V2_KEYS = (
+    ("", "repeat"),
+    ("window", "load_s"),
+    ("", "limits"),
+    ("", "host"),
+    ("", "loadgen"),
+    ("requests", "cap_reached"),
+)
 # What version 3 adds: the knobs against throttling the condition set and what was read back of them
 # (docs/run-file-format.md); limits and cgroup gain optional keys (burst, shares, weight, cpuset, nr_bursts).
 V3_KEYS = (("", "knobs"),)
@@ -102,7 +167,9 @@ class RunRecord:
 
     def __post_init__(self) -> None:
         if not self.rows.schema.equals(SCHEMA):
-            raise RunFileError(f"rows do not have the run file schema:\n{self.rows.schema}\nexpected:\n{SCHEMA}")
+            raise RunFileError(
+                f"rows do not have the run file schema:\n{self.rows.schema}\nexpected:\n{SCHEMA}"
+            )
         validate_meta(self.meta)
         if self.meta["requests"]["rows"] != self.rows.num_rows:
             raise RunFileError(
@@ -111,7 +178,9 @@ class RunRecord:
         condition_id = self.meta["condition"]["id"]
         ids = set(self.rows.column("condition_id").unique().to_pylist())
         if ids - {condition_id}:
-            raise RunFileError(f"rows carry condition ids {sorted(ids)}, meta says {condition_id!r}")
+            raise RunFileError(
+                f"rows carry condition ids {sorted(ids)}, meta says {condition_id!r}"
+            )
 
     @classmethod
     def from_samples(cls, samples: pd.DataFrame, meta: Mapping[str, Any]) -> "RunRecord":
@@ -131,9 +200,9 @@ def to_table(frame: pd.DataFrame) -> pa.Table:
     if missing or extra:
         raise RunFileError(f"run rows: missing columns {missing}, unexpected columns {extra}")
     try:
-        return pa.Table.from_pandas(frame[SCHEMA.names], schema=SCHEMA, preserve_index=False).replace_schema_metadata(
-            None
-        )
+        return pa.Table.from_pandas(
+            frame[SCHEMA.names], schema=SCHEMA, preserve_index=False
+        ).replace_schema_metadata(None)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
         raise RunFileError(f"run rows do not convert to the run file schema: {err}") from err
 
@@ -145,16 +214,23 @@ def validate_meta(meta: Mapping[str, Any]) -> None:
         raise RunFileError(f"run metadata lacks {', '.join(missing)}")
     version = meta["format_version"]
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
-        raise RunFileError(f"run metadata format_version is {version!r}, this code reads "
-                           f"{' and '.join(map(str, READABLE_VERSIONS))}")
+        raise RunFileError(
+            f"run metadata format_version is {version!r}, this code reads "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}"
+        )
     if version >= 2:
         _validate_v2(meta)
     if version >= 3:
         lacking = [key for section, key in V3_KEYS if key not in meta]
         if lacking or not isinstance(meta.get("knobs"), dict):
             raise RunFileError("run metadata (format_version 3) lacks knobs (a mapping)")
-    for section, keys in (("condition", CONDITION_KEYS), ("requests", REQUEST_KEYS), ("cgroup", CGROUP_KEYS),
-                          ("container", CONTAINER_KEYS), ("environment", ENVIRONMENT_KEYS)):
+    for section, keys in (
+        ("condition", CONDITION_KEYS),
+        ("requests", REQUEST_KEYS),
+        ("cgroup", CGROUP_KEYS),
+        ("container", CONTAINER_KEYS),
+        ("environment", ENVIRONMENT_KEYS),
+    ):
         lacking = [key for key in keys if key not in meta[section]]
         if lacking:
             raise RunFileError(f"run metadata {section} lacks {', '.join(lacking)}")
@@ -172,8 +248,11 @@ def validate_meta(meta: Mapping[str, Any]) -> None:
 
 
 def _validate_v2(meta: Mapping[str, Any]) -> None:
-    lacking = [f"{section}.{key}" if section else key for section, key in V2_KEYS
-               if key not in (meta[section] if section else meta)]
+    lacking = [
+        f"{section}.{key}" if section else key
+        for section, key in V2_KEYS
+        if key not in (meta[section] if section else meta)
+    ]
     if lacking:
         raise RunFileError(f"run metadata (format_version 2) lacks {', '.join(lacking)}")
     repeat = meta["repeat"]
@@ -183,14 +262,18 @@ def _validate_v2(meta: Mapping[str, Any]) -> None:
     if isinstance(load_s, bool) or not isinstance(load_s, (int, float)) or not load_s > 0:
         raise RunFileError(f"run metadata window.load_s is {load_s!r}, not a number of seconds > 0")
     if not isinstance(meta["requests"]["cap_reached"], bool):
-        raise RunFileError(f"run metadata requests.cap_reached is {meta['requests']['cap_reached']!r}, not true/false")
+        raise RunFileError(
+            f"run metadata requests.cap_reached is {meta['requests']['cap_reached']!r}, not true/false"
+        )
     for section, keys in (("limits", LIMITS_KEYS), ("host", HOST_KEYS), ("loadgen", LOADGEN_KEYS)):
         value = meta[section]
         # host / loadgen may be null when the engine hid the counters; limits never is.
         if value is None and section != "limits":
             continue
         if not isinstance(value, Mapping):
-            raise RunFileError(f"run metadata {section} is {value!r}, not an object with {', '.join(keys)}")
+            raise RunFileError(
+                f"run metadata {section} is {value!r}, not an object with {', '.join(keys)}"
+            )
         lacking = [key for key in keys if key not in value]
         if lacking:
             raise RunFileError(f"run metadata {section} lacks {', '.join(lacking)}")
@@ -210,7 +293,9 @@ def write_run(path: str | os.PathLike, rows_df: pd.DataFrame, meta: Mapping[str,
 
 
 def write_record(path: str | os.PathLike, record: RunRecord) -> Path:
-    table = record.rows.replace_schema_metadata({METADATA_KEY: json.dumps(record.meta, sort_keys=True).encode()})
+    table = record.rows.replace_schema_metadata(
+        {METADATA_KEY: json.dumps(record.meta, sort_keys=True).encode()}
+    )
     return _write_atomically(path, table)
 
 
@@ -232,8 +317,15 @@ def _write_atomically(path: str | os.PathLike, table: Any) -> Path:
     return path
 
 
-def failure_record(condition: Mapping[str, Any], repeat: int, load: Mapping[str, Any], error: str,
-                   failure: Mapping[str, Any], host_name: str | None, time: str) -> dict[str, Any]:
+def failure_record(
+    condition: Mapping[str, Any],
+    repeat: int,
+    load: Mapping[str, Any],
+    error: str,
+    failure: Mapping[str, Any],
+    host_name: str | None,
+    time: str,
+) -> dict[str, Any]:
     """A failure record's metadata: the condition (Condition.as_dict()), repetition and load settings, the
     error text, and from failure (runner.AppStopped.failure) the process (role, pid), its exit status and
     signal, OOM-killed, the phase (start / window) and the container's status and exit code."""
@@ -261,7 +353,9 @@ def validate_failure(failure: Mapping[str, Any]) -> None:
     if lacking:
         raise RunFileError(f"failure record lacks {', '.join(lacking)}")
     if failure["status"] != "failed" or failure["failure_version"] != FAILURE_VERSION:
-        raise RunFileError(f"failure record has status {failure['status']!r}, version {failure['failure_version']!r}")
+        raise RunFileError(
+            f"failure record has status {failure['status']!r}, version {failure['failure_version']!r}"
+        )
     lacking = [key for key in CONDITION_KEYS if key not in failure["condition"]]
     if lacking:
         raise RunFileError(f"failure record condition lacks {', '.join(lacking)}")
@@ -278,7 +372,8 @@ def write_failure(path: str | os.PathLike, failure: Mapping[str, Any]) -> Path:
     """Write a failure record (failure_record()) at a run file's path, atomically like a run file."""
     validate_failure(failure)
     table = SCHEMA.empty_table().replace_schema_metadata(
-        {FAILURE_KEY: json.dumps(failure, sort_keys=True).encode()})
+        {FAILURE_KEY: json.dumps(failure, sort_keys=True).encode()}
+    )
     return _write_atomically(path, table)
 
 
@@ -297,8 +392,11 @@ def failure_text(failure: Mapping[str, Any]) -> str:
     process = failure.get("process") or {}
     role = process.get("role")
     if role is None:
-        who = ("another process of the task" if failure.get("container_status") == "running"
-               else f"the task (exit code {failure.get('container_exit_code')})")
+        who = (
+            "another process of the task"
+            if failure.get("container_status") == "running"
+            else f"the task (exit code {failure.get('container_exit_code')})"
+        )
     else:
         who = f"{'app' if role == 'app' else 'sidecar ' + role} (pid {process.get('pid')})"
         if failure.get("signal"):
@@ -307,9 +405,15 @@ def failure_text(failure: Mapping[str, Any]) -> str:
             who += f" exited with status {failure['exit_status']}"
         else:
             who += " gone"
-    where = " inside the measured window" if failure.get("phase") == "window" else " before the measured window"
-    return (f"{failure['condition']['id']} rep {failure['repeat']} failed{where}: {who}, "
-            f"OOM-killed {bool(failure.get('oom_killed'))}")
+    where = (
+        " inside the measured window"
+        if failure.get("phase") == "window"
+        else " before the measured window"
+    )
+    return (
+        f"{failure['condition']['id']} rep {failure['repeat']} failed{where}: {who}, "
+        f"OOM-killed {bool(failure.get('oom_killed'))}"
+    )
 
 
 def read_run_meta(path: str | os.PathLike) -> dict[str, Any]:
@@ -319,11 +423,17 @@ def read_run_meta(path: str | os.PathLike) -> dict[str, Any]:
     metadata = pq.read_schema(path).metadata or {}
     if FAILURE_KEY in metadata:
         failure = json.loads(metadata[FAILURE_KEY])
-        what = failure_text(failure) if isinstance(failure, dict) and "condition" in failure else "?"
-        raise FailedRunError(f"{path}: a failure record, not a measured run ({what}); delete it (or rerun with "
-                             "--forcerun) to measure the run again")
+        what = (
+            failure_text(failure) if isinstance(failure, dict) and "condition" in failure else "?"
+        )
+        raise FailedRunError(
+            f"{path}: a failure record, not a measured run ({what}); delete it (or rerun with "
+            "--forcerun) to measure the run again"
+        )
     if METADATA_KEY not in metadata:
-        raise RunFileError(f"{path}: no {METADATA_KEY.decode()} metadata: not a sidecar-bench run file")
+        raise RunFileError(
+            f"{path}: no {METADATA_KEY.decode()} metadata: not a sidecar-bench run file"
+        )
     meta = json.loads(metadata[METADATA_KEY])
     validate_meta(meta)
     return meta

@@ -16,14 +16,25 @@ import pandas as pd
 # Per-sidecar loads of the article's full grid; its RPS-grid buckets hold total loads sidecar_count x these.
 GRID_SIDECAR_LOADS = (0.0, 5.0, 15.0, 25.0, 35.0)
 
-COLUMNS = ["table", "app", "vcpu", "sidecar_count", "total_sidecar_load_pct", "memory_mb", "metric", "value"]
+COLUMNS = [
+    "table",
+    "app",
+    "vcpu",
+    "sidecar_count",
+    "total_sidecar_load_pct",
+    "memory_mb",
+    "metric",
+    "value",
+]
 
 
 def load_reference(path: str | Path) -> pd.DataFrame:
     frame = pd.read_csv(path, dtype={"total_sidecar_load_pct": str})
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
-        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
+        raise ValueError(
+            f"{path}: missing column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}"
+        )
     frame["vcpu"] = frame["vcpu"].astype(float)
     frame["sidecar_count"] = frame["sidecar_count"].astype(int)
     frame["memory_mb"] = frame["memory_mb"].astype(int)
@@ -49,16 +60,26 @@ def value(ref: pd.DataFrame, table: str, metric: str, **where) -> float:
     return float(rows["value"].iloc[0]) if len(rows) else math.nan
 
 
-def sweep(ref: pd.DataFrame, app: str, vcpu: float, sidecar_count: int, metric: str = "p99_ms",
-          memory_mb: int = 2048) -> pd.Series:
+def sweep(
+    ref: pd.DataFrame,
+    app: str,
+    vcpu: float,
+    sidecar_count: int,
+    metric: str = "p99_ms",
+    memory_mb: int = 2048,
+) -> pd.Series:
     """The article's values of one metric along total load for one setup, from every table that has
     them (load sweeps, P99 grid, change points; for RPS also the 3-sidecar grid buckets that are one load).
 
     Index: total load %, values: the metric. Where tables repeat a cell, the load-sweep value wins.
     """
     parts = []
-    base = ref[(ref["app"] == app) & ((ref["vcpu"] - float(vcpu)).abs() < 1e-9)
-               & (ref["sidecar_count"] == sidecar_count) & (ref["memory_mb"] == memory_mb)]
+    base = ref[
+        (ref["app"] == app)
+        & ((ref["vcpu"] - float(vcpu)).abs() < 1e-9)
+        & (ref["sidecar_count"] == sidecar_count)
+        & (ref["memory_mb"] == memory_mb)
+    ]
     order = {"load_sweep": 0, "p99_grid": 1, "change_point": 2, "rps_grid": 3}
     for table, rows in base.groupby("table"):
         if table not in order:
@@ -68,7 +89,9 @@ def sweep(ref: pd.DataFrame, app: str, vcpu: float, sidecar_count: int, metric: 
         else:
             rows = rows[rows["metric"] == metric]
         if table == "rps_grid":
-            rows = rows.assign(load=[_single_grid_load(b, sidecar_count) for b in rows["total_sidecar_load_pct"]])
+            rows = rows.assign(
+                load=[_single_grid_load(b, sidecar_count) for b in rows["total_sidecar_load_pct"]]
+            )
         rows = rows.dropna(subset=["load"])
         parts.append(rows.assign(rank=order[table]))
     if not parts:
@@ -81,7 +104,9 @@ def _single_grid_load(bucket: str, sidecar_count: int) -> float:
     """The one grid total load inside an RPS-grid bucket ("25-45" -> 45 for 3 sidecars), else NaN."""
     low, _, high = str(bucket).partition("-")
     low, high = float(low), float(high or low)
-    inside = sorted({sidecar_count * x for x in GRID_SIDECAR_LOADS if low <= sidecar_count * x <= high})
+    inside = sorted(
+        {sidecar_count * x for x in GRID_SIDECAR_LOADS if low <= sidecar_count * x <= high}
+    )
     return inside[0] if len(inside) == 1 else math.nan
 
 
@@ -94,8 +119,28 @@ def change_points(ref: pd.DataFrame) -> pd.DataFrame:
         after = group[group["metric"] == "p99_ms_after"]
         if before.empty or after.empty:
             continue
-        out.append({"app": app, "vcpu": vcpu, "sidecar_count": sc, "memory_mb": mem,
-                    "before_load_pct": float(before["load"].iloc[0]), "after_load_pct": float(after["load"].iloc[0]),
-                    "before_p99_ms": float(before["value"].iloc[0]), "after_p99_ms": float(after["value"].iloc[0])})
-    return pd.DataFrame(out, columns=["app", "vcpu", "sidecar_count", "memory_mb", "before_load_pct",
-                                      "after_load_pct", "before_p99_ms", "after_p99_ms"])
+        out.append(
+            {
+                "app": app,
+                "vcpu": vcpu,
+                "sidecar_count": sc,
+                "memory_mb": mem,
+                "before_load_pct": float(before["load"].iloc[0]),
+                "after_load_pct": float(after["load"].iloc[0]),
+                "before_p99_ms": float(before["value"].iloc[0]),
+                "after_p99_ms": float(after["value"].iloc[0]),
+            }
+        )
+    return pd.DataFrame(
+        out,
+        columns=[
+            "app",
+            "vcpu",
+            "sidecar_count",
+            "memory_mb",
+            "before_load_pct",
+            "after_load_pct",
+            "before_p99_ms",
+            "after_p99_ms",
+        ],
+    )

@@ -68,7 +68,9 @@ class Estimate:
 
 
 def _finite(values: Iterable[float]) -> np.ndarray:
-    array = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype="float64")
+    array = np.asarray(
+        list(values) if not isinstance(values, np.ndarray) else values, dtype="float64"
+    )
     return array[np.isfinite(array)]
 
 
@@ -102,8 +104,9 @@ def _logs(values: Iterable[float]) -> np.ndarray | None:
     return np.log(x)
 
 
-def ratio_interval(numerator: Iterable[float], denominator: Iterable[float],
-                   confidence: float = CONFIDENCE) -> Estimate:
+def ratio_interval(
+    numerator: Iterable[float], denominator: Iterable[float], confidence: float = CONFIDENCE
+) -> Estimate:
     """Ratio of two conditions' geometric means, with Welch's t interval of their runs' log values.
 
     Both sides need 2 or more runs for an interval; otherwise the ratio comes without one
@@ -128,8 +131,9 @@ def ratio_interval(numerator: Iterable[float], denominator: Iterable[float],
     return Estimate(value, math.exp(lo), math.exp(hi), len(num), WELCH_LOG)
 
 
-def ratio_to_exact(numerator: Iterable[float], denominator: float,
-                   confidence: float = CONFIDENCE) -> Estimate:
+def ratio_to_exact(
+    numerator: Iterable[float], denominator: float, confidence: float = CONFIDENCE
+) -> Estimate:
     """Ratio of a condition's geometric mean to a number without uncertainty (a published value):
     the t interval of the runs' log values, less log(denominator), exponentiated."""
     num = _finite(numerator)
@@ -145,4 +149,6 @@ def ratio_to_exact(numerator: Iterable[float], denominator: float,
     if se == 0:
         return Estimate(value, value, value, len(num), ONE_SAMPLE_LOG)
     lo, hi = sps.t.interval(confidence, len(logs) - 1, loc=float(logs.mean()), scale=se)
-    return Estimate(value, math.exp(lo) / denominator, math.exp(hi) / denominator, len(num), ONE_SAMPLE_LOG)
+    return Estimate(
+        value, math.exp(lo) / denominator, math.exp(hi) / denominator, len(num), ONE_SAMPLE_LOG
+    )

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from . import record
 from .record import RunFileError, read_run_meta
+
 # For callers: a failure record read here raises it.
 from .record import FailedRunError as FailedRunError
 
@@ -28,7 +29,9 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     try:
         meta = read_run_meta(path)
     except (OSError, pa.ArrowInvalid) as err:
-        raise RunFileError(f"{path}: not a readable Parquet run file ({err}); rerun its condition") from None
+        raise RunFileError(
+            f"{path}: not a readable Parquet run file ({err}); rerun its condition"
+        ) from None
     except RunFileError as err:
         text = str(err)
         # The same class: a failure record stays a FailedRunError.

@@ -61,8 +61,16 @@ from .conditions import Condition, LoadSettings
 from .containers import engine_address
 from .failures import FAILED_SOURCE, AppStopped, RunError, count_failed
 from .labels import VARIANT_LABEL
-from .measurement import (DYING_WAIT_S, HEY_GRACE_S, LOAD_END_MARGIN_S, LOADGEN_CSV, OPEN_MAX_CONNS, OPEN_SLACK_S,
-                          Measurement, OpenLoad)
+from .measurement import (
+    DYING_WAIT_S,
+    HEY_GRACE_S,
+    LOAD_END_MARGIN_S,
+    LOADGEN_CSV,
+    OPEN_MAX_CONNS,
+    OPEN_SLACK_S,
+    Measurement,
+    OpenLoad,
+)
 from .signals import Interrupted, signals_deferred, signals_raise
 from .task_measurement import TaskMeasurement
 
@@ -113,8 +121,10 @@ def _image(client: docker.DockerClient, ref: Any, what: str) -> Any:
     try:
         return client.images.get(ref)
     except docker.errors.ImageNotFound:
-        raise RunError(f"{what} image {ref!r} is not on the Docker engine {client.api.base_url}: build it first "
-                       "(snakemake builds it with rule build_image)") from None
+        raise RunError(
+            f"{what} image {ref!r} is not on the Docker engine {client.api.base_url}: build it first "
+            "(snakemake builds it with rule build_image)"
+        ) from None
 
 
 def run_condition(
@@ -139,7 +149,9 @@ def run_condition(
     run succeeded.
     """
     condition = as_condition(condition)
-    load = as_load(load).for_app(condition.app)  # the app's own warm-up (load.app_warmup_s), if it has one
+    load = as_load(load).for_app(
+        condition.app
+    )  # the app's own warm-up (load.app_warmup_s), if it has one
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise RunError(f"{condition.id}: repeat {repeat!r} is not a whole number >= 1")
     info = client.info()
@@ -153,22 +165,33 @@ def run_condition(
     loadgen_image = _image(client, loadgen_image, "load generator")
     if condition.is_open:
         if open_load is None:
-            raise RunError(f"{condition.id}: an open-loop condition needs its rate and the loadgen-open image")
-        open_load = OpenLoad(open_load.rate_per_s, _image(client, open_load.image, "open-loop generator"),
-                             open_load.capacity)
+            raise RunError(
+                f"{condition.id}: an open-loop condition needs its rate and the loadgen-open image"
+            )
+        open_load = OpenLoad(
+            open_load.rate_per_s,
+            _image(client, open_load.image, "open-loop generator"),
+            open_load.capacity,
+        )
     else:
         open_load = None
     variant = (task_image.labels or {}).get(VARIANT_LABEL)
     if variant is not None and variant != condition.variant:
-        raise RunError(f"{condition.id}: needs the {condition.variant!r} task image, got {variant!r} ({task_image.id})")
+        raise RunError(
+            f"{condition.id}: needs the {condition.variant!r} task image, got {variant!r} ({task_image.id})"
+        )
     run_id = uuid.uuid4().hex
     run_started = utc_now()
     warmed = None  # the until_steady warm-up's record, if that mode ran
     kind = TaskMeasurement if condition.topology == "task" else Measurement
-    measurement = kind(client, condition, load, task_image, loadgen_image, run_id, open_load, repeat)
+    measurement = kind(
+        client, condition, load, task_image, loadgen_image, run_id, open_load, repeat
+    )
     saved_timeout = client.api.timeout
     # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
-    client.api.timeout = max(saved_timeout or 60, max(load.duration_s, load.warmup_s, warmup.BURST_S) + HEY_GRACE_S + 60)
+    client.api.timeout = max(
+        saved_timeout or 60, max(load.duration_s, load.warmup_s, warmup.BURST_S) + HEY_GRACE_S + 60
+    )
     try:
         with signals_raise():
             try:
@@ -193,9 +216,11 @@ def run_condition(
                 if measurement.task is not None and measurement.task_exits_within(DYING_WAIT_S):
                     failed_call = (str(err).strip().splitlines() or [type(err).__name__])[0]
                     where = "the measured window" if measurement.in_window else "the run"
-                    raise measurement.start_error(f"stopped during {where}",
-                                                  "window" if measurement.in_window else "start",
-                                                  f"The step that found it gone: {failed_call}") from err
+                    raise measurement.start_error(
+                        f"stopped during {where}",
+                        "window" if measurement.in_window else "start",
+                        f"The step that found it gone: {failed_call}",
+                    ) from err
                 raise
             finally:
                 with signals_deferred() as received:
@@ -215,15 +240,27 @@ def run_condition(
         **({"warmup": warmed} if warmed is not None else {}),
         **parts,
         "environment": environment.describe(
-            info, engine_address(client), task_image.attrs, loadgen_image.attrs, probe,
-            {"host_name": host_name, "run_id": run_id, "run_start": run_started, "run_end": utc_now(),
-             "ready_s": round(ready_s, 3), "docker_sdk_version": docker.__version__,
-             **(extra_environment or {})},
+            info,
+            engine_address(client),
+            task_image.attrs,
+            loadgen_image.attrs,
+            probe,
+            {
+                "host_name": host_name,
+                "run_id": run_id,
+                "run_start": run_started,
+                "run_end": utc_now(),
+                "ready_s": round(ready_s, 3),
+                "docker_sdk_version": docker.__version__,
+                **(extra_environment or {}),
+            },
         ),
     }
     if open_load is not None:
-        meta["open_loop"] = {**parts_open_loop(condition, open_load, measurement.open_summary),
-                             "image_id": open_load.image.id}
+        meta["open_loop"] = {
+            **parts_open_loop(condition, open_load, measurement.open_summary),
+            "image_id": open_load.image.id,
+        }
     path = record.write_run(out_path, samples, meta)
     log.info("%s rep %d: wrote %s (%d requests)", condition.id, repeat, path, len(samples))
     return path
@@ -268,21 +305,34 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     oom_after = m.oom_kills()
     m.task.reload()
     state = m.task.attrs["State"]
-    if oom_before is not None and oom_after is not None and oom_after > oom_before \
-            and state.get("Status") == "running":
+    if (
+        oom_before is not None
+        and oom_after is not None
+        and oom_after > oom_before
+        and state.get("Status") == "running"
+    ):
         # The OOM killer took a process inside the window and the task lives on: which role, if one.
-        raise m.start_error(f"had a process OOM-killed during the measured window (the task cgroup's oom_kill "
-                            f"counter rose from {oom_before} to {oom_after})", "window",
-                            died=_role_gone(snap_before, snap_after), oom_killed=True)
+        raise m.start_error(
+            f"had a process OOM-killed during the measured window (the task cgroup's oom_kill "
+            f"counter rose from {oom_before} to {oom_after})",
+            "window",
+            died=_role_gone(snap_before, snap_after),
+            oom_killed=True,
+        )
 
     if result.exit_code != 0:
         if state.get("Status") != "running":
             raise m.start_error("stopped during the measured window", "window")
-        raise RunError(f"{condition.id}: hey exited with {result.exit_code}: {result.stderr.strip()[:500]}")
+        raise RunError(
+            f"{condition.id}: hey exited with {result.exit_code}: {result.stderr.strip()[:500]}"
+        )
     if state.get("Status") == "running" and state.get("OOMKilled"):
         # The OOM killer took a process while the task still runs: the roles gone say which, if one was.
-        raise m.start_error("had a process OOM-killed during the measured window", "window",
-                            died=_role_gone(snap_before, snap_after))
+        raise m.start_error(
+            "had a process OOM-killed during the measured window",
+            "window",
+            died=_role_gone(snap_before, snap_after),
+        )
     if state.get("Status") != "running":
         raise m.start_error("stopped during the measured window", "window")
     m.check_roles_alive()
@@ -295,13 +345,27 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     except ValueError as err:
         raise RunError(f"{condition.id}: consistency check failed: {err}") from err
     if check.cap_reached:
-        log.warning("%s: hey recorded its maximum of %d responses; later ones were served but not recorded",
-                    condition.id, hey.MAX_ROWS)
-    failed, evidence = count_failed(check.rows, served_before, served_after, tcp_before, tcp_after,
-                                    cap_reached=check.cap_reached)
+        log.warning(
+            "%s: hey recorded its maximum of %d responses; later ones were served but not recorded",
+            condition.id,
+            hey.MAX_ROWS,
+        )
+    failed, evidence = count_failed(
+        check.rows,
+        served_before,
+        served_after,
+        tcp_before,
+        tcp_after,
+        cap_reached=check.cap_reached,
+    )
     if condition.real_proxy:
-        failed, evidence = proxymod.count_failed(check.rows, served_after - served_before,
-                                                 proxy_after[1] - proxy_before[1], evidence, check.cap_reached)
+        failed, evidence = proxymod.count_failed(
+            check.rows,
+            served_after - served_before,
+            proxy_after[1] - proxy_before[1],
+            evidence,
+            check.cap_reached,
+        )
     if m.open_summary is not None:
         # The open-loop generator sees every request it sent fail: its own count is exact.
         evidence["openloop_errors"] = m.open_summary.errors
@@ -310,13 +374,21 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         log.warning("%s: %d failed requests (%s)", condition.id, failed, evidence)
     if m.open_summary is not None:
         if m.open_summary.not_on_time_share > 0.01:
-            log.warning("%s: %.1f %% of the requests were not sent on time (late %d, dropped %d)", condition.id,
-                        100 * m.open_summary.not_on_time_share, m.open_summary.late, m.open_summary.dropped)
+            log.warning(
+                "%s: %.1f %% of the requests were not sent on time (late %d, dropped %d)",
+                condition.id,
+                100 * m.open_summary.not_on_time_share,
+                m.open_summary.late,
+                m.open_summary.dropped,
+            )
     elif check.time_coverage < 0.9:
         # Workers run back to back, so response times should fill ~99 % of C x window.
-        log.warning("%s: recorded response times cover only %.0f %% of concurrency x window: time went to "
-                    "requests hey did not record, or hey itself was starved of CPU", condition.id,
-                    100 * check.time_coverage)
+        log.warning(
+            "%s: recorded response times cover only %.0f %% of concurrency x window: time went to "
+            "requests hey did not record, or hey itself was starved of CPU",
+            condition.id,
+            100 * check.time_coverage,
+        )
 
     if snap_before.counters and snap_after.counters:
         cpu = cgroup.counters_delta(snap_before.counters, snap_after.counters)
@@ -327,11 +399,17 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         peak = stats_after.peak_memory_bytes
     cpu["wall_s"] = round(t_after - t_before, 6)
     hey_start = hey.parse_start_uptime(result.stdout)
-    if hey_start is not None and snap_before.uptime_s is not None and snap_after.uptime_s is not None:
+    if (
+        hey_start is not None
+        and snap_before.uptime_s is not None
+        and snap_after.uptime_s is not None
+    ):
         # On the host's uptime clock (10 ms ticks): how far the CPU window starts before hey and ends after its load.
         cpu["start_lead_s"] = round(hey_start - snap_before.uptime_s, 2)
         cpu["end_lag_s"] = round(snap_after.uptime_s - (hey_start + check.span_s), 2)
-    limits = snap_after.limits or cgroup.limits_from_host_config(m.task.attrs.get("HostConfig") or {})
+    limits = snap_after.limits or cgroup.limits_from_host_config(
+        m.task.attrs.get("HostConfig") or {}
+    )
     check_limits(condition, limits, cpu["nr_periods"])
     layout = m.check_layout(snap_after)
     runtime = None
@@ -341,8 +419,10 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
 
     expected_roles = {"app", *condition.roles}
     if set(snap_before.roles) != expected_roles:
-        raise RunError(f"{condition.id}: the task's roles file lists {sorted(snap_before.roles)}, "
-                       f"the condition needs {sorted(expected_roles)}")
+        raise RunError(
+            f"{condition.id}: the task's roles file lists {sorted(snap_before.roles)}, "
+            f"the condition needs {sorted(expected_roles)}"
+        )
     try:
         cpu_by_role = m.role_cpu(snap_before, snap_after)
     except cgroup.SnapshotError as err:
@@ -350,34 +430,55 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         # RunError, so that run_condition waits for the task's exit and reports the process's death.
         raise RunError(f"{condition.id}: {err}") from err
     processes = [{"role": "app", "target_pct": None, "cpu_s": cpu_by_role["app"]}]
-    processes += [{"role": role, "target_pct": condition.sidecar_load_pct, "cpu_s": cpu_by_role[role]}
-                  for role in condition.roles]
+    processes += [
+        {"role": role, "target_pct": condition.sidecar_load_pct, "cpu_s": cpu_by_role[role]}
+        for role in condition.roles
+    ]
     proxy_section = {}
     if condition.real_proxy:
         # A real proxy burns what its traffic costs, no set share; the run keeps what it counted.
         processes[1]["target_pct"] = None
         try:
-            proxy_section["proxy"] = proxymod.record(condition, m.task_image.labels or {}, proxy_before,
-                                                     proxy_after, check.rows)
+            proxy_section["proxy"] = proxymod.record(
+                condition, m.task_image.labels or {}, proxy_before, proxy_after, check.rows
+            )
         except proxymod.ProxyCountError as err:
             raise RunError(str(err)) from err
 
     host = cgroup.host_cpu_delta(snap_before, snap_after)
     parts = {
-        "window": {"start": start, "end": end, "wall_s": round(hey_wall, 6), "load_s": round(check.span_s, 6),
-                   "hey_span_s": round(check.span_s, 6),
-                   # Closed loop only: an open loop's connections idle between arrivals by design.
-                   "time_coverage": None if m.open_summary is not None else round(check.time_coverage, 4)},
-        "requests": {"rows": check.rows, "non_2xx": check.non_2xx, "failed": failed,
-                     "failed_source": proxymod.FAILED_SOURCE if condition.real_proxy else FAILED_SOURCE,
-                     "error_distribution": evidence, "served_delta": served_after - served_before,
-                     "cap_reached": check.cap_reached},
+        "window": {
+            "start": start,
+            "end": end,
+            "wall_s": round(hey_wall, 6),
+            "load_s": round(check.span_s, 6),
+            "hey_span_s": round(check.span_s, 6),
+            # Closed loop only: an open loop's connections idle between arrivals by design.
+            "time_coverage": None if m.open_summary is not None else round(check.time_coverage, 4),
+        },
+        "requests": {
+            "rows": check.rows,
+            "non_2xx": check.non_2xx,
+            "failed": failed,
+            "failed_source": proxymod.FAILED_SOURCE if condition.real_proxy else FAILED_SOURCE,
+            "error_distribution": evidence,
+            "served_delta": served_after - served_before,
+            "cap_reached": check.cap_reached,
+        },
         "cgroup": cpu,
         "limits": limits.as_dict(),
-        "knobs": {**condition.knobs, **({"app_environment": runtime} if runtime is not None else {}),
-                  **({"layout": layout} if layout is not None else {})},
-        "host": None if host is None else {"cpus": host["cpus"], "busy_s": round(host["busy_s"], 3),
-                                           "total_s": round(host["total_s"], 3)},
+        "knobs": {
+            **condition.knobs,
+            **({"app_environment": runtime} if runtime is not None else {}),
+            **({"layout": layout} if layout is not None else {}),
+        },
+        "host": None
+        if host is None
+        else {
+            "cpus": host["cpus"],
+            "busy_s": round(host["busy_s"], 3),
+            "total_s": round(host["total_s"], 3),
+        },
         "loadgen": {"cpu_s": None if loadgen_cpu_s is None else round(loadgen_cpu_s, 6)},
         "processes": processes,
         "container": {
@@ -395,7 +496,9 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
 
 
 # --- load model (open loop) ---------------------------------------------------------------------
-def parts_open_loop(condition: Condition, open_load: OpenLoad, summary: openloop.Summary | None) -> dict[str, Any]:
+def parts_open_loop(
+    condition: Condition, open_load: OpenLoad, summary: openloop.Summary | None
+) -> dict[str, Any]:
     """The run file's open_loop section: the rate, where it came from, and the generator's summary."""
     if summary is None:
         raise RunError(f"{condition.id}: the open-loop generator's summary was not read")
@@ -424,18 +527,44 @@ def warm_until_steady(m: Measurement) -> dict[str, Any]:
     while True:
         command = hey.command(m.work_url, warmup.BURST_S, m.load.concurrency)
         limit = f"{warmup.BURST_S + HEY_GRACE_S:g}"
-        result = m.loadgen_exec(["sh", "-c", warmup.BURST_SCRIPT, "warmup", WARMUP_CSV,
-                                 "timeout", "-s", "KILL", limit, *command])
+        result = m.loadgen_exec(
+            [
+                "sh",
+                "-c",
+                warmup.BURST_SCRIPT,
+                "warmup",
+                WARMUP_CSV,
+                "timeout",
+                "-s",
+                "KILL",
+                limit,
+                *command,
+            ]
+        )
         if result.exit_code != 0:
-            raise RunError(f"{m.condition.id}: a warm-up burst failed (hey exit {result.exit_code}): "
-                           f"{result.stderr.strip()[:300]}")
+            raise RunError(
+                f"{m.condition.id}: a warm-up burst failed (hey exit {result.exit_code}): "
+                f"{result.stderr.strip()[:300]}"
+            )
         responses, span = warmup.parse_burst(result.stdout)
         elapsed = time.monotonic() - started
-        bursts.append({"at_s": round(elapsed, 3), "responses": responses, "span_s": span,
-                       "rps": round(responses / span, 2) if span > 0 else 0.0})
+        bursts.append(
+            {
+                "at_s": round(elapsed, 3),
+                "responses": responses,
+                "span_s": span,
+                "rps": round(responses / span, 2) if span > 0 else 0.0,
+            }
+        )
         stop, why = warmup.steady_check(bursts, sum(b["span_s"] for b in bursts), settings)
         if stop:
             break
     log.info("warm-up until steady: %.1f s, %d bursts; %s", elapsed, len(bursts), why)
-    return {**settings.as_dict(), "seconds": round(elapsed, 3), "load_s": round(sum(b["span_s"] for b in bursts), 3),
-            "steady": why.startswith("steady"), "reason": why, "bursts": bursts}
+    return {
+        **settings.as_dict(),
+        "seconds": round(elapsed, 3),
+        "load_s": round(sum(b["span_s"] for b in bursts), 3),
+        "steady": why.startswith("steady"),
+        "reason": why,
+        "bursts": bursts,
+    }

@@ -85,14 +85,24 @@ def markdown_to_html(text: str, shift: int = 0) -> str:
             while i < len(lines) and lines[i].lstrip().startswith("|"):
                 block.append(lines[i])
                 i += 1
-            header, body = _cells(block[0]), [r for r in block[1:] if not re.fullmatch(r"[\s|:\-]+", r)]
-            rows = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in _cells(r)) + "</tr>" for r in body)
-            out.append('<div class="scroll"><table><thead><tr>'
-                       + "".join(f"<th>{_inline(c)}</th>" for c in header)
-                       + f"</tr></thead><tbody>{rows}</tbody></table></div>")
+            header, body = (
+                _cells(block[0]),
+                [r for r in block[1:] if not re.fullmatch(r"[\s|:\-]+", r)],
+            )
+            rows = "".join(
+                "<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in _cells(r)) + "</tr>"
+                for r in body
+            )
+            out.append(
+                '<div class="scroll"><table><thead><tr>'
+                + "".join(f"<th>{_inline(c)}</th>" for c in header)
+                + f"</tr></thead><tbody>{rows}</tbody></table></div>"
+            )
         elif re.match(r"\s*[-*] ", line):
             items = []
-            while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith(("#", "|")):
+            while (
+                i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith(("#", "|"))
+            ):
                 if re.match(r"\s*[-*] ", lines[i]):
                     items.append(re.sub(r"^\s*[-*] ", "", lines[i]))
                 elif items:  # a continued item
@@ -101,7 +111,11 @@ def markdown_to_html(text: str, shift: int = 0) -> str:
             out.append("<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in items) + "</ul>")
         else:
             para = []
-            while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith(("#", "|", "- ", "* ")):
+            while (
+                i < len(lines)
+                and lines[i].strip()
+                and not lines[i].lstrip().startswith(("#", "|", "- ", "* "))
+            ):
                 para.append(lines[i].strip())
                 i += 1
             out.append(f"<p>{_inline(' '.join(para))}</p>")
@@ -114,20 +128,26 @@ MIME = {".svg": "image/svg+xml", ".png": "image/png"}
 def _chart(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     title = path.stem.replace("_", " ")
-    return (f'<figure id="{html.escape(path.parent.name)}-{html.escape(path.stem)}">'
-            f'<img alt="{html.escape(title)}" src="data:{MIME[path.suffix]};base64,{data}">'
-            f"<figcaption>{html.escape(path.name)}</figcaption></figure>")
+    return (
+        f'<figure id="{html.escape(path.parent.name)}-{html.escape(path.stem)}">'
+        f'<img alt="{html.escape(title)}" src="data:{MIME[path.suffix]};base64,{data}">'
+        f"<figcaption>{html.escape(path.name)}</figcaption></figure>"
+    )
 
 
 def _charts(folder: Path) -> list[tuple[str, str]]:
     """(name, html) for every chart in folder: its SVG, or its PNG where no SVG was made."""
-    paths = sorted(folder.glob("*.svg")) + [p for p in sorted(folder.glob("*.png"))
-                                            if not p.with_suffix(".svg").exists()]
+    paths = sorted(folder.glob("*.svg")) + [
+        p for p in sorted(folder.glob("*.png")) if not p.with_suffix(".svg").exists()
+    ]
     return [(path.stem, _chart(path)) for path in paths]
 
 
 def _tables(folder: Path) -> list[tuple[str, str]]:
-    return [(path.stem, markdown_to_html(path.read_text(), shift=2)) for path in sorted(folder.glob("*.md"))]
+    return [
+        (path.stem, markdown_to_html(path.read_text(), shift=2))
+        for path in sorted(folder.glob("*.md"))
+    ]
 
 
 def render(set_dir: Path, title: str) -> str:
@@ -149,27 +169,31 @@ def render(set_dir: Path, title: str) -> str:
         if kind in ("charts", "both"):
             parts += [html_ for _, html_ in _charts(folder)]
         if kind in ("tables", "both"):
-            parts += [f'<section id="{html.escape(sub)}-{html.escape(name)}">{html_}</section>'
-                      for name, html_ in _tables(folder)]
+            parts += [
+                f'<section id="{html.escape(sub)}-{html.escape(name)}">{html_}</section>'
+                for name, html_ in _tables(folder)
+            ]
         if not parts:
             continue
         anchor = f"s{number}"
         nav.append(f'<li><a href="#{anchor}">{html.escape(heading)}</a></li>')
         body.append(f'<h2 id="{anchor}">{html.escape(heading)}</h2>' + "\n".join(parts))
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        "<p>Every chart and table of this published set, with its provenance. The numbers are in the "
-        "set's <code>summary.csv</code>; values in [brackets] are 95 % intervals, letters after a value are "
-        "validity flags (legend under each table).</p>",
-        f"<nav><ul>{''.join(nav)}</ul></nav>",
-        *body,
-        "</body></html>",
-        "",
-    ])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+            f"<h1>{html.escape(title)}</h1>",
+            "<p>Every chart and table of this published set, with its provenance. The numbers are in the "
+            "set's <code>summary.csv</code>; values in [brackets] are 95 % intervals, letters after a value are "
+            "validity flags (legend under each table).</p>",
+            f"<nav><ul>{''.join(nav)}</ul></nav>",
+            *body,
+            "</body></html>",
+            "",
+        ]
+    )
 
 
 def write(set_dir: Path, title: str) -> Path:

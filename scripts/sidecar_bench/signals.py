@@ -46,8 +46,10 @@ def signals_deferred() -> Iterator[list[int]]:
         yield []
         return
     received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
-                for sig in STOP_SIGNALS}
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: received.append(signum))
+        for sig in STOP_SIGNALS
+    }
     try:
         yield received
     finally:

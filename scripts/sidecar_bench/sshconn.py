@@ -65,7 +65,9 @@ class Connection:
         self.url = url
         self.users = 0
         self.socket_path: str | None = None  # the engine's unix socket on that machine, once known
-        self.forwarding = True  # False once the server refused a socket channel: dial-stdio from then on
+        self.forwarding = (
+            True  # False once the server refused a socket channel: dial-stdio from then on
+        )
         self._lock = threading.Lock()
         self.ssh, params = _paramiko_client(url)
         self.label = _known_hosts_name(params)
@@ -85,7 +87,8 @@ class Connection:
             if "not found in known_hosts" in str(err):
                 raise HostKeyError(
                     f"{url}: {self.label} is not in known_hosts, so its host key cannot be checked: connect once "
-                    f"with ssh ({_ssh_command(params)}), check the key it shows and accept it") from None
+                    f"with ssh ({_ssh_command(params)}), check the key it shows and accept it"
+                ) from None
             raise
         except BaseException:
             self.ssh.close()
@@ -101,13 +104,20 @@ class Connection:
             answer = stdout.read().decode(errors="replace").strip()
             status = stdout.channel.recv_exit_status()
         except (paramiko.SSHException, OSError) as err:
-            log.info("%s: asking the remote docker CLI for its engine failed (%s): dial-stdio for each connection",
-                     self.url, err)
+            log.info(
+                "%s: asking the remote docker CLI for its engine failed (%s): dial-stdio for each connection",
+                self.url,
+                err,
+            )
             return
         if status == 0 and answer.startswith("unix://"):
-            self.socket_path = answer[len("unix://"):]
+            self.socket_path = answer[len("unix://") :]
         else:
-            log.info("%s: the remote docker CLI talks to %r: dial-stdio for each connection", self.url, answer)
+            log.info(
+                "%s: the remote docker CLI talks to %r: dial-stdio for each connection",
+                self.url,
+                answer,
+            )
 
     def channel(self, timeout: float | None) -> Any:
         """A new channel carrying one HTTP connection to the engine."""
@@ -120,8 +130,12 @@ class Connection:
             except paramiko.ChannelException as err:
                 # Refused (forwarding disabled for this user or key) or the socket cannot be opened.
                 self.forwarding = False
-                log.info("%s: the SSH server refused a channel to %s (%s): dial-stdio for each connection",
-                         self.url, self.socket_path, err)
+                log.info(
+                    "%s: the SSH server refused a channel to %s (%s): dial-stdio for each connection",
+                    self.url,
+                    self.socket_path,
+                    err,
+                )
             else:
                 channel.settimeout(timeout)
                 return channel
@@ -218,8 +232,12 @@ def client(url: str, timeout: float | None = None) -> docker.DockerClient:
     shared = connection(url)
     try:
         # A version given and use_ssh_client: the constructor neither connects nor asks the engine anything.
-        api = docker.APIClient(base_url=url, version=docker.constants.MINIMUM_DOCKER_API_VERSION,
-                               use_ssh_client=True, timeout=timeout)
+        api = docker.APIClient(
+            base_url=url,
+            version=docker.constants.MINIMUM_DOCKER_API_VERSION,
+            use_ssh_client=True,
+            timeout=timeout,
+        )
         adapter = Adapter(shared, timeout, docker.constants.DEFAULT_MAX_POOL_SIZE)
     except BaseException:
         shared.release()
@@ -239,7 +257,11 @@ def client(url: str, timeout: float | None = None) -> docker.DockerClient:
 def _paramiko_client(url: str) -> tuple[paramiko.SSHClient, dict[str, Any]]:
     """A paramiko client and its connect() arguments for url, from ~/.ssh/config as the SDK reads it."""
     parsed = urllib.parse.urlparse(url)
-    params: dict[str, Any] = {"hostname": parsed.hostname, "port": parsed.port, "username": parsed.username}
+    params: dict[str, Any] = {
+        "hostname": parsed.hostname,
+        "port": parsed.port,
+        "username": parsed.username,
+    }
     ssh = paramiko.SSHClient()
     known = []
     config_file = os.path.expanduser("~/.ssh/config")
@@ -291,7 +313,9 @@ def _ssh_command(params: dict[str, Any]) -> str:
     return f"ssh{port} {user}{params['hostname']}"
 
 
-def open_socket_channel(transport: paramiko.Transport, path: str, timeout: float | None) -> paramiko.Channel:
+def open_socket_channel(
+    transport: paramiko.Transport, path: str, timeout: float | None
+) -> paramiko.Channel:
     """A channel to a unix socket on the server (OpenSSH's direct-streamlocal@openssh.com, `ssh -L x:/path`).
 
     paramiko opens direct-tcpip channels only; this is its open_channel with the streamlocal

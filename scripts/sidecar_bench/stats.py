@@ -104,6 +104,7 @@ import pandas as pd
 from . import flags as flagmod
 from . import repstats
 from .intervals import RESAMPLES, condition_intervals, metric_names, percentile_name, run_blocks
+
 # One definition of the environment keys: the summary's env_* columns are all that the run file format requires.
 from .record import ENVIRONMENT_KEYS
 from .record import failure_text
@@ -142,7 +143,9 @@ def knobs_label(condition: Mapping[str, Any]) -> str:
     try:
         return Condition.from_dict(condition).knobs_text
     except (ConfigError, KeyError, TypeError) as err:
-        raise RunFileError(f"run condition {condition.get('id')!r}: its knobs do not read back ({err})") from None
+        raise RunFileError(
+            f"run condition {condition.get('id')!r}: its knobs do not read back ({err})"
+        ) from None
 
 
 def nearest_rank(sorted_values: np.ndarray, p: float) -> float:
@@ -155,7 +158,9 @@ def nearest_rank(sorted_values: np.ndarray, p: float) -> float:
     return float(sorted_values[min(max(rank, 1), n) - 1])
 
 
-def latency_stats(response_time_s: np.ndarray, percentiles: Sequence[float] = PERCENTILES) -> dict[str, float]:
+def latency_stats(
+    response_time_s: np.ndarray, percentiles: Sequence[float] = PERCENTILES
+) -> dict[str, float]:
     """P50..P99.9, max and mean in ms of the given response times (seconds)."""
     ms = np.sort(np.asarray(response_time_s, dtype="float64")) * 1000.0
     out = {f"{percentile_name(p)}_ms": nearest_rank(ms, p) for p in percentiles}
@@ -164,12 +169,15 @@ def latency_stats(response_time_s: np.ndarray, percentiles: Sequence[float] = PE
     return out
 
 
-def slow_shares(response_time_s: np.ndarray, period_ms: float,
-                periods: Sequence[int] = SLOW_PERIODS) -> dict[str, float]:
+def slow_shares(
+    response_time_s: np.ndarray, period_ms: float, periods: Sequence[int] = SLOW_PERIODS
+) -> dict[str, float]:
     """slow_<k>p_share: share of the given response times slower than k x period_ms."""
     rt = np.asarray(response_time_s, dtype="float64")
-    return {f"slow_{k}p_share": float((rt > k * period_ms / 1000.0).mean()) if len(rt) else math.nan
-            for k in periods}
+    return {
+        f"slow_{k}p_share": float((rt > k * period_ms / 1000.0).mean()) if len(rt) else math.nan
+        for k in periods
+    }
 
 
 def _ratio(numerator: Any, denominator: Any) -> float:
@@ -217,14 +225,23 @@ def read_samples(path: str | Path) -> RunSamples:
     load = meta.get("load", {}) or {}
     wall_s = window.get("wall_s") or load.get("duration_s")
     if not wall_s:
-        raise RunFileError(f"{path}: neither window.wall_s nor load.duration_s is set; cannot compute RPS")
+        raise RunFileError(
+            f"{path}: neither window.wall_s nor load.duration_s is set; cannot compute RPS"
+        )
     load_s = window.get("load_s")
     if not load_s and len(codes):
         # Format 1: hey's span from the samples themselves (all rows: errors take time too).
         load_s = float(np.max(cols["offset_s"] + cols["response_time_s"]))
     load_s = float(load_s or wall_s)
-    return RunSamples(path, meta, cols["response_time_s"][ok_mask], cols["offset_s"][ok_mask], int(len(codes)),
-                      load_s, float(wall_s))
+    return RunSamples(
+        path,
+        meta,
+        cols["response_time_s"][ok_mask],
+        cols["offset_s"][ok_mask],
+        int(len(codes)),
+        load_s,
+        float(wall_s),
+    )
 
 
 def whole_seconds(load_s: float) -> int:
@@ -250,11 +267,17 @@ def thirds_of_counts(counts: Sequence[float]) -> dict[str, float]:
     seconds = len(counts)
     third = seconds // 3
     if third < 1:
-        return {"first_third_rps": math.nan, "last_third_rps": math.nan, "thirds_diff_se_rps": math.nan}
-    first, last = counts[:third], counts[seconds - third:]
+        return {
+            "first_third_rps": math.nan,
+            "last_third_rps": math.nan,
+            "thirds_diff_se_rps": math.nan,
+        }
+    first, last = counts[:third], counts[seconds - third :]
     out = {"first_third_rps": float(first.mean()), "last_third_rps": float(last.mean())}
     # Per-second counts of each third give its rate's standard error; one second alone: Poisson.
-    variances = [c.var(ddof=1) / third if third >= 2 else float(c.sum()) / third**2 for c in (first, last)]
+    variances = [
+        c.var(ddof=1) / third if third >= 2 else float(c.sum()) / third**2 for c in (first, last)
+    ]
     out["thirds_diff_se_rps"] = math.sqrt(sum(variances))
     return out
 
@@ -316,23 +339,25 @@ def summarise_samples(samples: RunSamples) -> dict[str, Any]:
     row["steady_rps"] = len(steady_times) / steady_s
     row["steady_p99_ms"] = nearest_rank(np.sort(steady_times) * 1000.0, 99.0)
 
-    row.update({
-        "cgroup_source": cgroup.get("source"),
-        "period_ms": period_ms,
-        "quota_cpu_pct": 100 * _ratio(cgroup.get("quota_us"), period_us),
-        "limit_vcpu": _num(limits.get("vcpu")),
-        "memory_limit_mb": _num(limits.get("memory_limit_bytes")) / 2**20,
-        "swap_limit_mb": _num(limits.get("swap_limit_bytes")) / 2**20,
-        "nr_periods": _num(cgroup.get("nr_periods")),
-        "nr_throttled": _num(cgroup.get("nr_throttled")),
-        "throttled_share": _ratio(cgroup.get("nr_throttled"), cgroup.get("nr_periods")),
-        "throttled_s": _num(cgroup.get("throttled_s")),
-        "throttled_s_per_s": _ratio(cgroup.get("throttled_s"), cpu_wall_s),
-        "task_cpu_pct": 100 * _ratio(cgroup.get("usage_s"), cpu_wall_s),
-        # Where the kernel reports CFS burst (Linux 5.14+); NaN in older files.
-        "nr_bursts": _num(cgroup.get("nr_bursts")),
-        "burst_s": _num(cgroup.get("burst_s")),
-    })
+    row.update(
+        {
+            "cgroup_source": cgroup.get("source"),
+            "period_ms": period_ms,
+            "quota_cpu_pct": 100 * _ratio(cgroup.get("quota_us"), period_us),
+            "limit_vcpu": _num(limits.get("vcpu")),
+            "memory_limit_mb": _num(limits.get("memory_limit_bytes")) / 2**20,
+            "swap_limit_mb": _num(limits.get("swap_limit_bytes")) / 2**20,
+            "nr_periods": _num(cgroup.get("nr_periods")),
+            "nr_throttled": _num(cgroup.get("nr_throttled")),
+            "throttled_share": _ratio(cgroup.get("nr_throttled"), cgroup.get("nr_periods")),
+            "throttled_s": _num(cgroup.get("throttled_s")),
+            "throttled_s_per_s": _ratio(cgroup.get("throttled_s"), cpu_wall_s),
+            "task_cpu_pct": 100 * _ratio(cgroup.get("usage_s"), cpu_wall_s),
+            # Where the kernel reports CFS burst (Linux 5.14+); NaN in older files.
+            "nr_bursts": _num(cgroup.get("nr_bursts")),
+            "burst_s": _num(cgroup.get("burst_s")),
+        }
+    )
 
     by_role = {p.get("role"): p for p in meta.get("processes") or []}
     app_proc = by_role.get("app", {})
@@ -353,18 +378,20 @@ def summarise_samples(samples: RunSamples) -> dict[str, Any]:
     row["sidecars_cpu_vs_target"] = _ratio(used_total, target_total)
 
     peak = container.get("peak_memory_bytes")
-    row.update({
-        "host_cpus": _num(host.get("cpus")),
-        "host_busy_pct": 100 * _ratio(host.get("busy_s"), host.get("total_s")),
-        "loadgen_cpu_pct": 100 * _ratio(loadgen.get("cpu_s"), cpu_wall_s),
-        "time_coverage": _num(window.get("time_coverage")),
-        "cap_reached": bool(requests.get("cap_reached", False)),
-        "oom_killed": bool(container.get("oom_killed", False)),
-        "restart_count": container.get("restart_count"),
-        "exit_code": container.get("exit_code"),
-        "peak_memory_mb": _num(peak) / 2**20 if peak is not None else math.nan,
-        "window_start": window.get("start"),
-    })
+    row.update(
+        {
+            "host_cpus": _num(host.get("cpus")),
+            "host_busy_pct": 100 * _ratio(host.get("busy_s"), host.get("total_s")),
+            "loadgen_cpu_pct": 100 * _ratio(loadgen.get("cpu_s"), cpu_wall_s),
+            "time_coverage": _num(window.get("time_coverage")),
+            "cap_reached": bool(requests.get("cap_reached", False)),
+            "oom_killed": bool(container.get("oom_killed", False)),
+            "restart_count": container.get("restart_count"),
+            "exit_code": container.get("exit_code"),
+            "peak_memory_mb": _num(peak) / 2**20 if peak is not None else math.nan,
+            "window_start": window.get("start"),
+        }
+    )
     for key in ENVIRONMENT_KEYS:
         value = env.get(key)
         row[f"env_{key}"] = None if value is None else str(value)
@@ -383,20 +410,22 @@ def failed_run_row(path: str | Path, failure: dict[str, Any]) -> dict[str, Any]:
     condition = failure["condition"]
     load = failure.get("load") or {}
     row: dict[str, Any] = {column: math.nan for column in SUMMARY_COLUMNS}
-    row.update({
-        "condition_id": condition["id"],
-        "repeat": int(failure["repeat"]),
-        **_identity(condition, load),
-        "cgroup_source": None,
-        "cap_reached": False,
-        "oom_killed": bool(failure.get("oom_killed")),
-        "exit_code": failure.get("container_exit_code"),
-        "window_start": None,
-        "status": FAILED,
-        "failure": failure_text(failure),
-        "run_file": str(path),
-        "load_model": condition.get("load_model", "closed"),
-    })
+    row.update(
+        {
+            "condition_id": condition["id"],
+            "repeat": int(failure["repeat"]),
+            **_identity(condition, load),
+            "cgroup_source": None,
+            "cap_reached": False,
+            "oom_killed": bool(failure.get("oom_killed")),
+            "exit_code": failure.get("container_exit_code"),
+            "window_start": None,
+            "status": FAILED,
+            "failure": failure_text(failure),
+            "run_file": str(path),
+            "load_model": condition.get("load_model", "closed"),
+        }
+    )
     for key in ENVIRONMENT_KEYS:
         row[f"env_{key}"] = None
     row["flags"] = flagmod.join(flagmod.failed_run_flags(row))
@@ -415,20 +444,33 @@ def summarise_run(path: str | Path) -> dict[str, Any]:
 # --- load model (open loop) ---------------------------------------------------------------------
 # Last in both summaries, so that the columns before them keep their places; empty for closed runs.
 OPEN_TEXT_COLUMNS = ["load_model", "arrivals"]
-OPEN_MEAN_COLUMNS = ["rate_share", "rate_per_s", "sent_rate_per_s", "rate_ratio", "not_on_time_share",
-                     "capacity_rps"]
+OPEN_MEAN_COLUMNS = [
+    "rate_share",
+    "rate_per_s",
+    "sent_rate_per_s",
+    "rate_ratio",
+    "not_on_time_share",
+    "capacity_rps",
+]
 OPEN_SUM_COLUMNS = ["late", "dropped"]
 OPEN_COLUMNS = OPEN_TEXT_COLUMNS + OPEN_MEAN_COLUMNS + OPEN_SUM_COLUMNS
 
 
-def open_loop_columns(meta: dict[str, Any], ok_times: np.ndarray, period_ms: float, failed: int) -> dict[str, Any]:
+def open_loop_columns(
+    meta: dict[str, Any], ok_times: np.ndarray, period_ms: float, failed: int
+) -> dict[str, Any]:
     """A run's open-loop columns, and for an open run its tail shares with dropped and failed requests counted
     as slower than any threshold (they replace slow_shares' values)."""
     section = meta.get("open_loop")
-    load_model = (meta.get("condition") or {}).get("load_model") or (meta.get("load") or {}).get("load_model")
+    load_model = (meta.get("condition") or {}).get("load_model") or (meta.get("load") or {}).get(
+        "load_model"
+    )
     if not section:
-        return {"load_model": load_model or "closed", "arrivals": None,
-                **{c: math.nan for c in OPEN_MEAN_COLUMNS + OPEN_SUM_COLUMNS}}
+        return {
+            "load_model": load_model or "closed",
+            "arrivals": None,
+            **{c: math.nan for c in OPEN_MEAN_COLUMNS + OPEN_SUM_COLUMNS},
+        }
     summary = section.get("summary") or {}
     scheduled = _num(summary.get("scheduled"))
     late, dropped = _num(summary.get("late")), _num(summary.get("dropped"))
@@ -460,7 +502,9 @@ def _open_loop_condition(text: dict[str, np.ndarray]) -> dict[str, Any]:
     if row["load_model"] is None:
         row["load_model"] = "closed"
     for column in OPEN_MEAN_COLUMNS + OPEN_SUM_COLUMNS:
-        values = pd.to_numeric(pd.Series(text[column], dtype=object), errors="coerce").to_numpy(dtype="float64")
+        values = pd.to_numeric(pd.Series(text[column], dtype=object), errors="coerce").to_numpy(
+            dtype="float64"
+        )
         values = values[np.isfinite(values)]
         if column in OPEN_SUM_COLUMNS:
             row[column] = float(values.sum()) if len(values) else math.nan
@@ -471,41 +515,106 @@ def _open_loop_condition(text: dict[str, np.ndarray]) -> dict[str, Any]:
 
 # --- end load model ---------------------------------------------------------------------------
 SORT_KEYS = ["app", "vcpu", "memory_mb", "sidecar_count", "total_sidecar_load_pct", "knobs"]
-IDENTITY_COLUMNS = ["condition_id", "app", "vcpu", "memory_mb", "sidecar_count", "sidecar_load_pct",
-                    "total_sidecar_load_pct", "duration_s", "concurrency", "warmup_s", "knobs"]
+IDENTITY_COLUMNS = [
+    "condition_id",
+    "app",
+    "vcpu",
+    "memory_mb",
+    "sidecar_count",
+    "sidecar_load_pct",
+    "total_sidecar_load_pct",
+    "duration_s",
+    "concurrency",
+    "warmup_s",
+    "knobs",
+]
 LATENCY_COLUMNS = [f"{percentile_name(p)}_ms" for p in PERCENTILES] + ["max_ms", "mean_ms"]
 SLOW_COLUMNS = [f"slow_{k}p_share" for k in SLOW_PERIODS]
-STEADY_COLUMNS = ["first_third_rps", "last_third_rps", "thirds_diff_se_rps", "steady_rps", "steady_p99_ms"]
+STEADY_COLUMNS = [
+    "first_third_rps",
+    "last_third_rps",
+    "thirds_diff_se_rps",
+    "steady_rps",
+    "steady_p99_ms",
+]
 CPU_COLUMNS = (
-    ["period_ms", "quota_cpu_pct", "limit_vcpu", "nr_periods", "nr_throttled", "throttled_share", "throttled_s",
-     "throttled_s_per_s", "task_cpu_pct", "app_cpu_pct"]
-    + [f"{role}_{what}" for role in SIDECAR_ROLES for what in ("cpu_pct", "target_pct", "cpu_vs_target")]
-    + ["sidecars_cpu_pct", "sidecars_target_pct", "sidecars_cpu_vs_target", "host_busy_pct", "loadgen_cpu_pct",
-       "nr_bursts", "burst_s"]
+    [
+        "period_ms",
+        "quota_cpu_pct",
+        "limit_vcpu",
+        "nr_periods",
+        "nr_throttled",
+        "throttled_share",
+        "throttled_s",
+        "throttled_s_per_s",
+        "task_cpu_pct",
+        "app_cpu_pct",
+    ]
+    + [
+        f"{role}_{what}"
+        for role in SIDECAR_ROLES
+        for what in ("cpu_pct", "target_pct", "cpu_vs_target")
+    ]
+    + [
+        "sidecars_cpu_pct",
+        "sidecars_target_pct",
+        "sidecars_cpu_vs_target",
+        "host_busy_pct",
+        "loadgen_cpu_pct",
+        "nr_bursts",
+        "burst_s",
+    ]
 )
 COUNT_COLUMNS = ["responses", "successful", "non_2xx", "failed", "errors"]
 ENV_COLUMNS = [f"env_{key}" for key in ENVIRONMENT_KEYS]
 SUMMARY_COLUMNS = (  # per run (runs_summary)
-    IDENTITY_COLUMNS[:1] + ["repeat"] + IDENTITY_COLUMNS[1:]
-    + ["wall_s", "load_s", "cgroup_wall_s"] + COUNT_COLUMNS + ["error_rate", "rps"]
-    + LATENCY_COLUMNS + SLOW_COLUMNS + STEADY_COLUMNS
-    + ["cgroup_source"] + CPU_COLUMNS[:2] + ["limit_vcpu", "memory_limit_mb", "swap_limit_mb"] + CPU_COLUMNS[3:]
-    + ["host_cpus", "time_coverage", "cap_reached", "oom_killed", "restart_count", "exit_code", "peak_memory_mb",
-       "window_start"]
-    + ENV_COLUMNS + ["status", "failure", "flags", "run_file"]
+    IDENTITY_COLUMNS[:1]
+    + ["repeat"]
+    + IDENTITY_COLUMNS[1:]
+    + ["wall_s", "load_s", "cgroup_wall_s"]
+    + COUNT_COLUMNS
+    + ["error_rate", "rps"]
+    + LATENCY_COLUMNS
+    + SLOW_COLUMNS
+    + STEADY_COLUMNS
+    + ["cgroup_source"]
+    + CPU_COLUMNS[:2]
+    + ["limit_vcpu", "memory_limit_mb", "swap_limit_mb"]
+    + CPU_COLUMNS[3:]
+    + [
+        "host_cpus",
+        "time_coverage",
+        "cap_reached",
+        "oom_killed",
+        "restart_count",
+        "exit_code",
+        "peak_memory_mb",
+        "window_start",
+    ]
+    + ENV_COLUMNS
+    + ["status", "failure", "flags", "run_file"]
     + OPEN_COLUMNS
 )
 INTERVAL_METRICS = metric_names(PERCENTILES, SLOW_PERIODS)
 CONDITION_COLUMNS = (  # per condition (summary)
-    IDENTITY_COLUMNS + ["repeats", "failed_runs", "wall_s", "load_s", "cgroup_wall_s", "interval_method"]
+    IDENTITY_COLUMNS
+    + ["repeats", "failed_runs", "wall_s", "load_s", "cgroup_wall_s", "interval_method"]
     + ["rps", "rps_lo", "rps_hi", "rps_cv"]
-    + [c for m in LATENCY_COLUMNS for c in ((m, f"{m}_lo", f"{m}_hi", f"{m}_cv") if m in INTERVAL_METRICS else (m,))]
+    + [
+        c
+        for m in LATENCY_COLUMNS
+        for c in ((m, f"{m}_lo", f"{m}_hi", f"{m}_cv") if m in INTERVAL_METRICS else (m,))
+    ]
     + [c for m in SLOW_COLUMNS for c in (m, f"{m}_lo", f"{m}_hi", f"{m}_cv")]
     + ["rps_runs", "p99_ms_runs"]
     + ["steady_rps", "steady_p99_ms", "first_third_rps", "last_third_rps"]
-    + COUNT_COLUMNS + ["error_rate", "cgroup_source"] + CPU_COLUMNS
+    + COUNT_COLUMNS
+    + ["error_rate", "cgroup_source"]
+    + CPU_COLUMNS
     + ["time_coverage", "cap_reached", "oom_killed", "restart_count", "peak_memory_mb"]
-    + ENV_COLUMNS + ["failure", "flags"] + [f"flag_{code}" for code in flagmod.CODES]
+    + ENV_COLUMNS
+    + ["failure", "flags"]
+    + [f"flag_{code}" for code in flagmod.CODES]
     + OPEN_COLUMNS
 )
 
@@ -517,8 +626,10 @@ def summarise_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
     duplicated = frame[frame.duplicated(["condition_id", "repeat"], keep=False)]
     if not duplicated.empty:
         runs = sorted(set(zip(duplicated["condition_id"], duplicated["repeat"])))
-        raise RunFileError(f"condition repetition(s) {runs} appear in more than one run file "
-                           f"({sorted(duplicated['run_file'])}); pass each repetition's file once")
+        raise RunFileError(
+            f"condition repetition(s) {runs} appear in more than one run file "
+            f"({sorted(duplicated['run_file'])}); pass each repetition's file once"
+        )
     return frame.sort_values(SORT_KEYS + ["repeat"], kind="stable").reset_index(drop=True)
 
 
@@ -561,7 +672,9 @@ def condition_ratio(numerator: Any, denominator: Any, metric: str = "rps") -> re
     """Ratio of two conditions' metric (summary rows), with both sides' run-to-run uncertainty:
     repstats.ratio_interval over their per-run values (`<metric>_runs`). A condition over itself (a
     baseline's own retention) is exactly 1: the same runs on both sides are no two samples."""
-    ids = [row.get("condition_id") if hasattr(row, "get") else None for row in (numerator, denominator)]
+    ids = [
+        row.get("condition_id") if hasattr(row, "get") else None for row in (numerator, denominator)
+    ]
     if ids[0] is not None and ids[0] == ids[1]:
         n = len(_runs_of(numerator, metric))
         return repstats.Estimate(1.0, 1.0, 1.0, n, "same condition")
@@ -580,24 +693,37 @@ def _clip(name: str, value: float) -> float:
     return min(max(value, 0.0), 1.0) if name in SHARE_METRICS else max(value, 0.0)
 
 
-def _within_run(condition_id: str, run_file: Any, period_ms: float, resamples: int,
-                base_seed: int) -> dict[str, tuple[float, float]]:
+def _within_run(
+    condition_id: str, run_file: Any, period_ms: float, resamples: int, base_seed: int
+) -> dict[str, tuple[float, float]]:
     """The within-run bootstrap interval of a condition's one run; none when its run file is gone."""
     if not isinstance(run_file, (str, Path)) or not Path(run_file).exists():
         return {}
     samples = read_samples(run_file)
     blocks = run_blocks(samples.ok_response_time_s, samples.ok_offset_s, samples.load_s)
     period = period_ms if math.isfinite(period_ms) else DEFAULT_PERIOD_MS
-    found = condition_intervals(condition_id, [blocks], period, resamples=resamples, base_seed=base_seed,
-                                percentiles=PERCENTILES, slow_periods=SLOW_PERIODS)
+    found = condition_intervals(
+        condition_id,
+        [blocks],
+        period,
+        resamples=resamples,
+        base_seed=base_seed,
+        percentiles=PERCENTILES,
+        slow_periods=SLOW_PERIODS,
+    )
     return {name: (found.intervals[name].lo, found.intervals[name].hi) for name in INTERVAL_METRICS}
 
 
 def _distinct(values: Iterable[Any]) -> str | None:
     """The one value, or the distinct values joined by ";" (None and NaN left out): runs from different
     environments stay visible."""
-    distinct = sorted({str(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))
-                       and v is not pd.NA})
+    distinct = sorted(
+        {
+            str(v)
+            for v in values
+            if v is not None and not (isinstance(v, float) and math.isnan(v)) and v is not pd.NA
+        }
+    )
     return ";".join(distinct) if distinct else None
 
 
@@ -606,23 +732,68 @@ def _codes(values: Iterable[Any]) -> list[list[str]]:
 
 
 # Per-run columns a condition averages, and those it takes as numbers in other ways.
-MEAN_COLUMNS = ("wall_s", "load_s", "cgroup_wall_s", "first_third_rps", "last_third_rps", "steady_rps",
-                "steady_p99_ms", "time_coverage", *CPU_COLUMNS)
-NUMERIC_COLUMNS = tuple(dict.fromkeys((*INTERVAL_METRICS, *MEAN_COLUMNS, *COUNT_COLUMNS, "max_ms", "mean_ms",
-                                       "restart_count", "peak_memory_mb", "repeat")))
-TEXT_COLUMNS = tuple(dict.fromkeys((*IDENTITY_COLUMNS, "status", "failure", "flags", "run_file", "cgroup_source",
-                                    "cap_reached", "oom_killed", *ENV_COLUMNS, *OPEN_COLUMNS)))
+MEAN_COLUMNS = (
+    "wall_s",
+    "load_s",
+    "cgroup_wall_s",
+    "first_third_rps",
+    "last_third_rps",
+    "steady_rps",
+    "steady_p99_ms",
+    "time_coverage",
+    *CPU_COLUMNS,
+)
+NUMERIC_COLUMNS = tuple(
+    dict.fromkeys(
+        (
+            *INTERVAL_METRICS,
+            *MEAN_COLUMNS,
+            *COUNT_COLUMNS,
+            "max_ms",
+            "mean_ms",
+            "restart_count",
+            "peak_memory_mb",
+            "repeat",
+        )
+    )
+)
+TEXT_COLUMNS = tuple(
+    dict.fromkeys(
+        (
+            *IDENTITY_COLUMNS,
+            "status",
+            "failure",
+            "flags",
+            "run_file",
+            "cgroup_source",
+            "cap_reached",
+            "oom_killed",
+            *ENV_COLUMNS,
+            *OPEN_COLUMNS,
+        )
+    )
+)
 
 
 def _columns(runs: pd.DataFrame) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Per-run rows as plain arrays: the text columns by name, NUMERIC_COLUMNS as one float matrix."""
-    numeric = runs[list(NUMERIC_COLUMNS)].apply(pd.to_numeric, errors="coerce").to_numpy(dtype="float64")
-    text = {c: (runs[c].to_numpy(dtype=object) if c in runs.columns else np.full(len(runs), None, dtype=object))
-            for c in TEXT_COLUMNS}
+    numeric = (
+        runs[list(NUMERIC_COLUMNS)].apply(pd.to_numeric, errors="coerce").to_numpy(dtype="float64")
+    )
+    text = {
+        c: (
+            runs[c].to_numpy(dtype=object)
+            if c in runs.columns
+            else np.full(len(runs), None, dtype=object)
+        )
+        for c in TEXT_COLUMNS
+    }
     return text, numeric
 
 
-def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> dict[str, Any]:
+def summarise_condition(
+    runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0
+) -> dict[str, Any]:
     """One condition's row from its per-run rows (runs_summary), see the module docstring.
 
     With 2 or more measured runs it reads nothing else; with one it reads that run's file for the
@@ -632,7 +803,9 @@ def summarise_condition(runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_
     return _summarise(text, numeric, resamples, base_seed)
 
 
-def _summarise(text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int, base_seed: int) -> dict[str, Any]:
+def _summarise(
+    text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int, base_seed: int
+) -> dict[str, Any]:
     status = np.array([MEASURED if v is None else v for v in text["status"]], dtype=object)
     is_failed = status == FAILED
     failed = {c: v[is_failed] for c, v in text.items()}
@@ -640,37 +813,59 @@ def _summarise(text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int,
         return _failed_condition(failed)
     measured = np.flatnonzero(~is_failed)
     # Repeat order: the per-run values (<metric>_runs) read as repetition 1, 2, 3.
-    measured = measured[np.argsort(numeric[measured, NUMERIC_COLUMNS.index("repeat")], kind="stable")]
+    measured = measured[
+        np.argsort(numeric[measured, NUMERIC_COLUMNS.index("repeat")], kind="stable")
+    ]
     text = {c: v[measured] for c, v in text.items()}
     numeric = numeric[measured]
     col = {name: numeric[:, i] for i, name in enumerate(NUMERIC_COLUMNS)}
     condition_id = str(text["condition_id"][0])
     for column in ("duration_s", "concurrency", "warmup_s"):
         if len({str(v) for v in text[column]}) > 1:
-            raise RunFileError(f"{condition_id}: repetitions were measured with different {column} "
-                               f"({', '.join(f'{f}: {v}' for f, v in zip(text['run_file'], text[column]))}); "
-                               "rerun them with one load setting")
+            raise RunFileError(
+                f"{condition_id}: repetitions were measured with different {column} "
+                f"({', '.join(f'{f}: {v}' for f, v in zip(text['run_file'], text[column]))}); "
+                "rerun them with one load setting"
+            )
     n = len(measured)
     row: dict[str, Any] = {c: text[c][0] for c in IDENTITY_COLUMNS}
     row["repeats"] = n
     row["failed_runs"] = int(is_failed.sum())
     row["failure"] = _distinct(failed["failure"]) if is_failed.any() else None
 
-    within = (_within_run(condition_id, text["run_file"][0], float(np.nanmean(col["period_ms"]))
-                          if np.isfinite(col["period_ms"]).any() else math.nan, resamples, base_seed)
-              if n == 1 else {})
+    within = (
+        _within_run(
+            condition_id,
+            text["run_file"][0],
+            float(np.nanmean(col["period_ms"]))
+            if np.isfinite(col["period_ms"]).any()
+            else math.nan,
+            resamples,
+            base_seed,
+        )
+        if n == 1
+        else {}
+    )
     row["interval_method"] = T_OVER_RUNS if n >= 2 else WITHIN_RUN_ONLY if within else NO_INTERVAL
     for name in INTERVAL_METRICS:
         found = repstats.mean_interval(col[name])
         lo, hi = (found.lo, found.hi) if n >= 2 else within.get(name, (math.nan, math.nan))
-        row[name], row[f"{name}_lo"], row[f"{name}_hi"] = found.value, _clip(name, lo), _clip(name, hi)
+        row[name], row[f"{name}_lo"], row[f"{name}_hi"] = (
+            found.value,
+            _clip(name, lo),
+            _clip(name, hi),
+        )
         row[f"{name}_cv"] = repstats.run_cv(col[name])
     for name in RUN_VALUE_COLUMNS:
         row[f"{name}_runs"] = join_run_values(col[name])
     ok, mean_ms = col["successful"], col["mean_ms"]
     known = np.isfinite(mean_ms) & np.isfinite(ok)
-    row["max_ms"] = float(np.nanmax(col["max_ms"])) if np.isfinite(col["max_ms"]).any() else math.nan
-    row["mean_ms"] = float((mean_ms[known] * ok[known]).sum() / ok[known].sum()) if ok[known].sum() else math.nan
+    row["max_ms"] = (
+        float(np.nanmax(col["max_ms"])) if np.isfinite(col["max_ms"]).any() else math.nan
+    )
+    row["mean_ms"] = (
+        float((mean_ms[known] * ok[known]).sum() / ok[known].sum()) if ok[known].sum() else math.nan
+    )
     for column in MEAN_COLUMNS:
         values = col[column][np.isfinite(col[column])]
         row[column] = float(values.mean()) if len(values) else math.nan
@@ -686,7 +881,9 @@ def _summarise(text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int,
     peak = col["peak_memory_mb"]
     row["peak_memory_mb"] = float(np.nanmax(peak)) if np.isfinite(peak).any() else math.nan
     row.update(_open_loop_condition(text))
-    codes = flagmod.condition_flags(_codes([*text["flags"], *failed["flags"]]), row, run_p99_ms=col["p99_ms"])
+    codes = flagmod.condition_flags(
+        _codes([*text["flags"], *failed["flags"]]), row, run_p99_ms=col["p99_ms"]
+    )
     row["flags"] = flagmod.join(codes)
     for code in flagmod.CODES:
         row[f"flag_{code}"] = code in codes
@@ -695,17 +892,30 @@ def _summarise(text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int,
 
 def _true(value: Any) -> bool:
     """A boolean cell as written to CSV and read back ("True"/"False") or kept (True/False)."""
-    return value is True or (isinstance(value, (bool, np.bool_)) and bool(value)) or str(value).lower() == "true"
+    return (
+        value is True
+        or (isinstance(value, (bool, np.bool_)) and bool(value))
+        or str(value).lower() == "true"
+    )
 
 
 def _failed_condition(failed: dict[str, np.ndarray]) -> dict[str, Any]:
     """The row of a condition none of whose repetitions was measured: identity, counts, failure; no number."""
     row: dict[str, Any] = {column: math.nan for column in CONDITION_COLUMNS}
     row.update({c: failed[c][0] for c in IDENTITY_COLUMNS})
-    row.update({"repeats": 0, "failed_runs": len(failed["condition_id"]), "failure": _distinct(failed["failure"]),
-                "interval_method": NO_INTERVAL, "rps_runs": "", "p99_ms_runs": "",
-                "cgroup_source": None, "cap_reached": False,
-                "oom_killed": any(_true(v) for v in failed["oom_killed"])})
+    row.update(
+        {
+            "repeats": 0,
+            "failed_runs": len(failed["condition_id"]),
+            "failure": _distinct(failed["failure"]),
+            "interval_method": NO_INTERVAL,
+            "rps_runs": "",
+            "p99_ms_runs": "",
+            "cgroup_source": None,
+            "cap_reached": False,
+            "oom_killed": any(_true(v) for v in failed["oom_killed"]),
+        }
+    )
     for column in ENV_COLUMNS:
         row[column] = None
     codes = flagmod.condition_flags(_codes(failed["flags"]), row)
@@ -715,7 +925,9 @@ def _failed_condition(failed: dict[str, np.ndarray]) -> dict[str, Any]:
     return row
 
 
-def summarise_conditions(per_run: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0) -> pd.DataFrame:
+def summarise_conditions(
+    per_run: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0
+) -> pd.DataFrame:
     """One row per condition from summarise_runs' frame (or a runs_summary.csv): values, 95 % intervals,
     run-to-run CVs, flags.
 
@@ -724,16 +936,28 @@ def summarise_conditions(per_run: pd.DataFrame, *, resamples: int = RESAMPLES, b
     per_run = per_run.reset_index(drop=True)
     # One conversion for all runs, not one per condition: a coverage simulation summarises thousands.
     text, numeric = _columns(per_run)
-    rows = [_summarise({c: v[at] for c, v in text.items()}, numeric[at], resamples, base_seed)
-            for at in per_run.groupby("condition_id", sort=False).indices.values()]
+    rows = [
+        _summarise({c: v[at] for c, v in text.items()}, numeric[at], resamples, base_seed)
+        for at in per_run.groupby("condition_id", sort=False).indices.values()
+    ]
     frame = pd.DataFrame(rows, columns=CONDITION_COLUMNS)
     return frame.sort_values(SORT_KEYS, kind="stable").reset_index(drop=True)
 
 
 def environments(summary: pd.DataFrame) -> pd.DataFrame:
     """The distinct measurement environments in a summary (host, CPU, kernel, engine, image...)."""
-    keys = [c for c in ("env_hostname", "env_cpu_model", "env_kernel", "env_docker_version", "env_engine_id",
-                        "env_hey_version") if c in summary.columns]
+    keys = [
+        c
+        for c in (
+            "env_hostname",
+            "env_cpu_model",
+            "env_kernel",
+            "env_docker_version",
+            "env_engine_id",
+            "env_hey_version",
+        )
+        if c in summary.columns
+    ]
     if not keys or summary.empty:
         return pd.DataFrame()
     # A condition whose repetitions all failed has no environment of its own (env_* empty): not another one.

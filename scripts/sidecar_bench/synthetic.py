@@ -52,10 +52,21 @@ def make_meta(
     start = datetime(2025, 1, 1, tzinfo=timezone.utc)
     nr_periods = int(round(wall_s * 1e6 / PERIOD_US))
     quota_us = int(round(condition.vcpu * PERIOD_US))
-    processes = [{"role": "app", "target_pct": None,
-                  "cpu_s": app_cpu_s if app_cpu_s is not None else wall_s * (condition.vcpu - condition.total_sidecar_load_pct / 100) * 0.95}]
+    processes = [
+        {
+            "role": "app",
+            "target_pct": None,
+            "cpu_s": app_cpu_s
+            if app_cpu_s is not None
+            else wall_s * (condition.vcpu - condition.total_sidecar_load_pct / 100) * 0.95,
+        }
+    ]
     processes += [
-        {"role": role, "target_pct": condition.sidecar_load_pct, "cpu_s": wall_s * condition.sidecar_load_pct / 100 * 0.98}
+        {
+            "role": role,
+            "target_pct": condition.sidecar_load_pct,
+            "cpu_s": wall_s * condition.sidecar_load_pct / 100 * 0.98,
+        }
         for role in condition.roles
     ]
     load_s = wall_s if load_s is None else load_s
@@ -63,7 +74,12 @@ def make_meta(
         "format_version": FORMAT_VERSION,
         "repeat": repeat,
         "condition": condition.as_dict(),
-        "load": {"duration_s": wall_s, "concurrency": 10, "warmup_s": 0, "url": "http://127.0.0.1:8080/work"},
+        "load": {
+            "duration_s": wall_s,
+            "concurrency": 10,
+            "warmup_s": 0,
+            "url": "http://127.0.0.1:8080/work",
+        },
         "window": {
             "start": start.isoformat(),
             "end": (start + timedelta(seconds=wall_s)).isoformat(),
@@ -71,9 +87,14 @@ def make_meta(
             "load_s": load_s,
             "time_coverage": time_coverage,
         },
-        "requests": {"rows": rows, "non_2xx": non_2xx, "failed": failed, "failed_source": "hey-summary",
-                     "error_distribution": {"connection refused": failed} if failed else {},
-                     "cap_reached": False},
+        "requests": {
+            "rows": rows,
+            "non_2xx": non_2xx,
+            "failed": failed,
+            "failed_source": "hey-summary",
+            "error_distribution": {"connection refused": failed} if failed else {},
+            "cap_reached": False,
+        },
         "cgroup": {
             "source": "cgroup-v1",
             "nr_periods": nr_periods,
@@ -84,19 +105,41 @@ def make_meta(
             "quota_us": quota_us,
             "wall_s": wall_s,  # the cgroup snapshot window; the runner's brackets hey's and is slightly longer
         },
-        "limits": {"cpu_quota_us": quota_us, "cpu_period_us": PERIOD_US, "vcpu": quota_us / PERIOD_US,
-                   "memory_limit_bytes": condition.memory_mb * 2**20, "swap_limit_bytes": 0},
+        "limits": {
+            "cpu_quota_us": quota_us,
+            "cpu_period_us": PERIOD_US,
+            "vcpu": quota_us / PERIOD_US,
+            "memory_limit_bytes": condition.memory_mb * 2**20,
+            "swap_limit_bytes": 0,
+        },
         "knobs": condition.knobs,
         # A 2-CPU host busy with the task's quota plus the load generator's share.
-        "host": {"cpus": 2, "busy_s": wall_s * min(2.0, condition.vcpu * 0.97 + 0.3), "total_s": wall_s * 2},
+        "host": {
+            "cpus": 2,
+            "busy_s": wall_s * min(2.0, condition.vcpu * 0.97 + 0.3),
+            "total_s": wall_s * 2,
+        },
         "loadgen": {"cpu_s": wall_s * 0.3},
         "processes": processes,
-        "container": {"exit_code": 0, "oom_killed": False, "restart_count": 0, "peak_memory_bytes": 150 * 2**20},
+        "container": {
+            "exit_code": 0,
+            "oom_killed": False,
+            "restart_count": 0,
+            "peak_memory_bytes": 150 * 2**20,
+        },
         "environment": {
-            "hostname": "synthetic", "cpu_model": "synthetic CPU", "cpu_count": 2, "kernel": "6.1.0",
-            "cgroup_version": 1, "docker_version": "20.10.24", "docker_host": "unix:///var/run/docker.sock",
-            "engine_id": "SYNTHETIC", "image_id": "sha256:synthetic", "image_variant": condition.variant,
-            "loadgen_image_id": "sha256:loadgen", "hey_version": "0.1.4",
+            "hostname": "synthetic",
+            "cpu_model": "synthetic CPU",
+            "cpu_count": 2,
+            "kernel": "6.1.0",
+            "cgroup_version": 1,
+            "docker_version": "20.10.24",
+            "docker_host": "unix:///var/run/docker.sock",
+            "engine_id": "SYNTHETIC",
+            "image_id": "sha256:synthetic",
+            "image_variant": condition.variant,
+            "loadgen_image_id": "sha256:loadgen",
+            "hey_version": "0.1.4",
         },
     }
     return _merge(meta, overrides)
@@ -118,9 +161,16 @@ def write_run(
     window (load_s, default wall_s) so that every response ends inside it.
     time_coverage is computed from the samples unless given.
     """
-    rt = np.asarray(list(response_time_s) if not isinstance(response_time_s, np.ndarray) else response_time_s, dtype="float64")
+    rt = np.asarray(
+        list(response_time_s) if not isinstance(response_time_s, np.ndarray) else response_time_s,
+        dtype="float64",
+    )
     n = len(rt)
-    codes = np.full(n, 200, dtype="int64") if status_code is None else np.asarray(list(status_code), dtype="int64")
+    codes = (
+        np.full(n, 200, dtype="int64")
+        if status_code is None
+        else np.asarray(list(status_code), dtype="int64")
+    )
     if len(codes) != n:
         raise ValueError(f"status_code has {len(codes)} values for {n} response times")
     wall_s = float(meta_kwargs.get("wall_s", 30.0))
@@ -130,10 +180,16 @@ def write_run(
         if len(offset) != n:
             raise ValueError(f"offset_s has {len(offset)} values for {n} response times")
     else:
-        offset = np.random.default_rng(n).uniform(0, 1, n) * np.maximum(load_s - rt, 0) if n else np.zeros(0)
+        offset = (
+            np.random.default_rng(n).uniform(0, 1, n) * np.maximum(load_s - rt, 0)
+            if n
+            else np.zeros(0)
+        )
     if "time_coverage" not in meta_kwargs:
         concurrency = ((meta_overrides or {}).get("load") or {}).get("concurrency", 10)
-        meta_kwargs["time_coverage"] = round(float(rt.sum()) / (concurrency * load_s), 6) if n else 0.0
+        meta_kwargs["time_coverage"] = (
+            round(float(rt.sum()) / (concurrency * load_s), 6) if n else 0.0
+        )
     values = condition.as_dict()
     columns = {
         "condition_id": pa.array([condition.id] * n, pa.string()),
@@ -153,8 +209,13 @@ def write_run(
         "offset_s": offset,
     }
     table = pa.Table.from_pydict(columns, schema=SCHEMA)
-    meta = make_meta(condition, rows=n, non_2xx=int(((codes < 200) | (codes > 299)).sum()),
-                     overrides=meta_overrides, **meta_kwargs)
+    meta = make_meta(
+        condition,
+        rows=n,
+        non_2xx=int(((codes < 200) | (codes > 299)).sum()),
+        overrides=meta_overrides,
+        **meta_kwargs,
+    )
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,16 +225,26 @@ def write_run(
     return path
 
 
-def model_samples(condition: Condition, *, duration_s: float = 30.0, max_rows: int | None = None,
-                  seed: int | None = None, rows: int | None = None) -> np.ndarray:
+def model_samples(
+    condition: Condition,
+    *,
+    duration_s: float = 30.0,
+    max_rows: int | None = None,
+    seed: int | None = None,
+    rows: int | None = None,
+) -> np.ndarray:
     """Plausible response times (s) for a condition: a lognormal body plus a
     throttled tail that waits one or two CFS periods (the article's 100 / 200 ms steps).
 
     rows: exactly this many samples (e.g. a published run's `successful`) instead of RPS x duration_s."""
     rng = np.random.default_rng(seed if seed is not None else zlib.crc32(condition.id.encode()))
     cost_ms = 0.6 if condition.app == "go" else 2.0
-    free = max(condition.vcpu * 100 - condition.total_sidecar_load_pct * 0.6, 3.0)  # % of one core left
-    rps = free / 100 * 1000 / cost_ms * (2.3 if condition.app == "go" else 3.0)  # ~ the article's RPS at 2 vCPU
+    free = max(
+        condition.vcpu * 100 - condition.total_sidecar_load_pct * 0.6, 3.0
+    )  # % of one core left
+    rps = (
+        free / 100 * 1000 / cost_ms * (2.3 if condition.app == "go" else 3.0)
+    )  # ~ the article's RPS at 2 vCPU
     n = int(rps * duration_s) if rows is None else int(rows)
     if max_rows is not None:
         n = min(n, max_rows)
@@ -193,17 +264,32 @@ def run_path(directory: str | Path, condition_id: str, repeat: int) -> Path:
     return Path(directory) / condition_id / f"rep{repeat}.parquet"
 
 
-def write_model_run(directory: str | Path, condition: Condition, *, duration_s: float = 30.0,
-                    max_rows: int | None = None, repeat: int = 1, rows: int | None = None,
-                    app_cpu_s: float | None = None) -> Path:
+def write_model_run(
+    directory: str | Path,
+    condition: Condition,
+    *,
+    duration_s: float = 30.0,
+    max_rows: int | None = None,
+    repeat: int = 1,
+    rows: int | None = None,
+    app_cpu_s: float | None = None,
+) -> Path:
     """One modelled repetition; repetitions differ by seed, as real ones differ by run.
 
     rows: exactly this many responses (model_samples); app_cpu_s: the app's CPU (make_meta's default else)."""
     seed = zlib.crc32(f"{condition.id}/{repeat}".encode())
     rt = model_samples(condition, duration_s=duration_s, max_rows=max_rows, seed=seed, rows=rows)
     share = min(1.0, 0.3 + condition.total_sidecar_load_pct / (condition.vcpu * 100))
-    return write_run(run_path(directory, condition.id, repeat), condition, rt, wall_s=duration_s,
-                     throttled_share=share, repeat=repeat, time_coverage=0.98, app_cpu_s=app_cpu_s)
+    return write_run(
+        run_path(directory, condition.id, repeat),
+        condition,
+        rt,
+        wall_s=duration_s,
+        throttled_share=share,
+        repeat=repeat,
+        time_coverage=0.98,
+        app_cpu_s=app_cpu_s,
+    )
 
 
 def article_matrix() -> list[Condition]:
@@ -228,8 +314,16 @@ def article_matrix() -> list[Condition]:
     return sorted(conditions.values())
 
 
-__all__ = ["SCHEMA", "ROLES", "make_meta", "write_run", "run_path", "model_samples", "write_model_run",
-           "article_matrix"]
+__all__ = [
+    "SCHEMA",
+    "ROLES",
+    "make_meta",
+    "write_run",
+    "run_path",
+    "model_samples",
+    "write_model_run",
+    "article_matrix",
+]
 
 
 def two_mode_samples(fast_ms: float, slow_ms: float, n: int = 100, slow: int = 2) -> np.ndarray:
@@ -257,16 +351,28 @@ def write_small_set(directory: str | Path) -> list[Path]:
     paths = []
     for condition, fast, slow, responses in SMALL_SET:
         samples = np.resize(two_mode_samples(fast, slow), responses)
-        paths.append(write_run(Path(directory) / f"{condition.id}.parquet", condition, samples, wall_s=10.0,
-                               throttled_share=min(1.0, 0.4 + condition.total_sidecar_load_pct / 100)))
+        paths.append(
+            write_run(
+                Path(directory) / f"{condition.id}.parquet",
+                condition,
+                samples,
+                wall_s=10.0,
+                throttled_share=min(1.0, 0.4 + condition.total_sidecar_load_pct / 100),
+            )
+        )
     return paths
 
 
 def benchmark_matrix(count: int = 228) -> list[Condition]:
     """The article preset's conditions, topped up with more fine steps to `count` (the article ran 228)."""
     conditions = {c.id: c for c in article_matrix()}
-    extra = [Condition(app, vcpu, 2048, sc, load) for app in ("go", "next") for vcpu in (0.5, 1.0, 2.0)
-             for sc in (3, 1) for load in range(6, 15)]
+    extra = [
+        Condition(app, vcpu, 2048, sc, load)
+        for app in ("go", "next")
+        for vcpu in (0.5, 1.0, 2.0)
+        for sc in (3, 1)
+        for load in range(6, 15)
+    ]
     for condition in extra:
         if len(conditions) >= count:
             break

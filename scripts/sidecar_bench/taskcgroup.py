@@ -57,14 +57,18 @@ def check_supported(info: Mapping[str, Any], condition: Condition, host: str) ->
         return
     engine = unprivileged_engine(info)
     if engine is not None:
-        raise KnobError(f"{condition.id}: topology task cannot be built on host {host!r}: its engine runs "
-                        f"{'rootless' if engine == 'rootless' else 'with user-namespace remapping'}, so no container "
-                        "it starts can create the task cgroup (docs/operations.md, \"The task topology\")")
+        raise KnobError(
+            f"{condition.id}: topology task cannot be built on host {host!r}: its engine runs "
+            f"{'rootless' if engine == 'rootless' else 'with user-namespace remapping'}, so no container "
+            'it starts can create the task cgroup (docs/operations.md, "The task topology")'
+        )
     driver = str(info.get("CgroupDriver") or "cgroupfs")
     if driver != "cgroupfs":
-        raise KnobError(f"{condition.id}: topology task needs the cgroupfs cgroup driver; host {host!r} uses {driver} "
-                        "(its task cgroup would have to be a systemd slice, which is not built here: "
-                        "docs/operations.md, \"The task topology\")")
+        raise KnobError(
+            f"{condition.id}: topology task needs the cgroupfs cgroup driver; host {host!r} uses {driver} "
+            "(its task cgroup would have to be a systemd slice, which is not built here: "
+            'docs/operations.md, "The task topology")'
+        )
 
 
 def mount_options(read_only: bool) -> dict[str, Any]:
@@ -83,14 +87,20 @@ def settings(condition: Condition) -> list[tuple[str, str, str]]:
     """(controller, file, value) to write into the task cgroup, in order, for cgroup v1; the controller is
     the v1 hierarchy (v2 has one, see settings_v2)."""
     memory = str(condition.memory_mb * 2**20)
-    rows = [("cpu", "cpu.cfs_quota_us", "-1"), ("cpu", "cpu.cfs_period_us", str(condition.period_us))]
+    rows = [
+        ("cpu", "cpu.cfs_quota_us", "-1"),
+        ("cpu", "cpu.cfs_period_us", str(condition.period_us)),
+    ]
     if condition.cpu_quota:
         rows.append(("cpu", "cpu.cfs_quota_us", str(condition.quota_us)))
         if condition.cpu_burst_pct is not None:
             rows.append(("cpu", "cpu.cfs_burst_us", str(condition.burst_us)))
     else:
         rows.append(("cpu", "cpu.shares", str(condition.cpu_shares)))
-    rows += [("memory", "memory.limit_in_bytes", memory), ("memory", "memory.memsw.limit_in_bytes?", memory)]
+    rows += [
+        ("memory", "memory.limit_in_bytes", memory),
+        ("memory", "memory.memsw.limit_in_bytes?", memory),
+    ]
     return rows
 
 
@@ -191,7 +201,9 @@ def setup_command(info: Mapping[str, Any], name: str, condition: Condition) -> l
     """The setup helper's arguments to sh."""
     version = cgroup_version(info)
     rows = settings_v2(condition) if version == 2 else settings(condition)
-    return ["-c", SETUP_SCRIPT, HELPER_MOUNT, name, str(version)] + [part for row in rows for part in row]
+    return ["-c", SETUP_SCRIPT, HELPER_MOUNT, name, str(version)] + [
+        part for row in rows for part in row
+    ]
 
 
 def parse_setup(text: str) -> dict[str, str]:
@@ -207,14 +219,16 @@ def parse_setup(text: str) -> dict[str, str]:
 def check_setup(condition: Condition, version: int, found: Mapping[str, str]) -> None:
     """Fail unless the kernel holds every value the setup wrote (the last write of a file wins)."""
     expected: dict[str, str] = {}
-    for _, name, value in (settings_v2(condition) if version == 2 else settings(condition)):
+    for _, name, value in settings_v2(condition) if version == 2 else settings(condition):
         expected[name.rstrip("?")] = value
     for name, value in expected.items():
         if name not in found and name in ("memory.memsw.limit_in_bytes", "memory.swap.max"):
             continue  # no swap accounting in this kernel: nothing to limit
         if found.get(name, "").split() != value.split():
-            raise KnobError(f"{condition.id}: the task cgroup's {name} is {found.get(name)!r} after writing "
-                            f"{value!r}")
+            raise KnobError(
+                f"{condition.id}: the task cgroup's {name} is {found.get(name)!r} after writing "
+                f"{value!r}"
+            )
 
 
 def read_command(info: Mapping[str, Any], name: str, containers: Mapping[str, str]) -> list[str]:
@@ -231,8 +245,10 @@ def parse_roles(text: str) -> dict[str, tuple[int, int]]:
         if line.startswith("@@role "):
             parts = line.split()
             if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
-                raise KnobError(f"the task cgroup reader's line {line!r} is not '@@role ROLE USAGE WEIGHT': a "
-                                "container's cgroup is not under the task cgroup")
+                raise KnobError(
+                    f"the task cgroup reader's line {line!r} is not '@@role ROLE USAGE WEIGHT': a "
+                    "container's cgroup is not under the task cgroup"
+                )
             roles[parts[1]] = (int(parts[2]), int(parts[3]))
     return roles
 
@@ -254,17 +270,30 @@ def remove_cgroups(client: Any, image: str, names: Iterable[str]) -> bool:
     if not names:
         return True
     try:
-        client.containers.run(image, entrypoint=["sh"], command=["-c", REMOVE_SCRIPT, HELPER_MOUNT, *names],
-                              remove=True, stdout=True, stderr=True,
-                              labels={PROJECT_LABEL: PROJECT, PART_LABEL: "cgroup-remove"},
-                              **mount_options(read_only=False))
+        client.containers.run(
+            image,
+            entrypoint=["sh"],
+            command=["-c", REMOVE_SCRIPT, HELPER_MOUNT, *names],
+            remove=True,
+            stdout=True,
+            stderr=True,
+            labels={PROJECT_LABEL: PROJECT, PART_LABEL: "cgroup-remove"},
+            **mount_options(read_only=False),
+        )
     except docker.errors.ContainerError as err:
-        log.error("could not remove task cgroup(s) %s: %s; the next sweep on this engine tries again",
-                  ", ".join(names), (err.stderr or b"").decode(errors="replace").strip()[:300])
+        log.error(
+            "could not remove task cgroup(s) %s: %s; the next sweep on this engine tries again",
+            ", ".join(names),
+            (err.stderr or b"").decode(errors="replace").strip()[:300],
+        )
         return False
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as err:
-        log.error("could not remove task cgroup(s) %s (%s: %s); the next sweep on this engine tries again",
-                  ", ".join(names), type(err).__name__, err)
+        log.error(
+            "could not remove task cgroup(s) %s (%s: %s); the next sweep on this engine tries again",
+            ", ".join(names),
+            type(err).__name__,
+            err,
+        )
         return False
     log.info("removed task cgroup(s) %s", ", ".join(names))
     return True

@@ -38,13 +38,15 @@ def per_second(path: str | Path) -> pd.DataFrame:
     bounds = np.searchsorted(which[order], np.arange(seconds + 1))
     rows = []
     for s in range(seconds):
-        chunk = ms[bounds[s]:bounds[s + 1]]
-        rows.append({
-            "second": s,
-            "responses": len(chunk),
-            "rps": float(len(chunk)),
-            "p50_ms": nearest_rank(chunk, 50.0),
-            "p99_ms": nearest_rank(chunk, 99.0),
-            "slow_1p_share": float((chunk > period_ms).mean()) if len(chunk) else math.nan,
-        })
+        chunk = ms[bounds[s] : bounds[s + 1]]
+        rows.append(
+            {
+                "second": s,
+                "responses": len(chunk),
+                "rps": float(len(chunk)),
+                "p50_ms": nearest_rank(chunk, 50.0),
+                "p99_ms": nearest_rank(chunk, 99.0),
+                "slow_1p_share": float((chunk > period_ms).mean()) if len(chunk) else math.nan,
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -47,10 +47,17 @@ class WarmupSettings:
             raise ConfigError(f"load.warmup.mode: {self.mode!r} is not one of {', '.join(MODES)}")
         for key in ("min_s", "max_s", "window_s", "tolerance"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+            ):
                 raise ConfigError(f"load.warmup.{key}: {value!r} is not a number >= 0")
         if self.window_s < BURST_S:
-            raise ConfigError(f"load.warmup.window_s: {self.window_s!r} is below one burst ({BURST_S:g} s)")
+            raise ConfigError(
+                f"load.warmup.window_s: {self.window_s!r} is below one burst ({BURST_S:g} s)"
+            )
         if self.max_s < self.min_s:
             raise ConfigError(f"load.warmup.max_s: {self.max_s!r} is below min_s {self.min_s!r}")
 
@@ -83,15 +90,18 @@ def window_rate(bursts: Sequence[Mapping[str, float]]) -> float:
     return sum(b["responses"] for b in bursts) / span if span > 0 else 0.0
 
 
-def steady_check(bursts: Sequence[Mapping[str, float]], elapsed_s: float,
-                 settings: WarmupSettings) -> tuple[bool, str | None]:
+def steady_check(
+    bursts: Sequence[Mapping[str, float]], elapsed_s: float, settings: WarmupSettings
+) -> tuple[bool, str | None]:
     """(stop, why) after the bursts so far: steady, capped, or go on (why None)."""
     w = settings.window_bursts()
     if elapsed_s >= settings.min_s and len(bursts) >= 2 * w:
-        last, before = window_rate(bursts[-w:]), window_rate(bursts[-2 * w:-w])
+        last, before = window_rate(bursts[-w:]), window_rate(bursts[-2 * w : -w])
         if last <= before * (1 + settings.tolerance):
-            return True, (f"steady: {last:.1f} RPS over the last {w} bursts, {before:.1f} before "
-                          f"(rise {100 * (last / before - 1) if before else 0:+.1f} % <= {100 * settings.tolerance:g} %)")
+            return True, (
+                f"steady: {last:.1f} RPS over the last {w} bursts, {before:.1f} before "
+                f"(rise {100 * (last / before - 1) if before else 0:+.1f} % <= {100 * settings.tolerance:g} %)"
+            )
     if elapsed_s >= settings.max_s:
         return True, f"cap: still rising after max_s {settings.max_s:g} s"
     return False, None
@@ -118,7 +128,9 @@ def rates_per_second(offset_s: Sequence[float], seconds: int) -> list[float]:
 
 def steady_time(rates: Sequence[float], settings: WarmupSettings) -> float | None:
     """When the until_steady rule would stop on a per-second series (1 s bursts), or None if never."""
-    uncapped = WarmupSettings(**{**settings.as_dict(), "max_s": max(settings.min_s, len(rates) + 1.0)})
+    uncapped = WarmupSettings(
+        **{**settings.as_dict(), "max_s": max(settings.min_s, len(rates) + 1.0)}
+    )
     bursts = []
     for second, rate in enumerate(rates, start=1):
         bursts.append({"responses": rate, "span_s": 1.0})

@@ -35,18 +35,28 @@ def parse_load(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--load {text!r} is not a number (percent, 0..100)") from None
+        raise argparse.ArgumentTypeError(
+            f"--load {text!r} is not a number (percent, 0..100)"
+        ) from None
     if not math.isfinite(value) or not 0.0 <= value <= 100.0:
-        raise argparse.ArgumentTypeError(f"--load {text!r} is not within 0..100 (percent of one core)")
+        raise argparse.ArgumentTypeError(
+            f"--load {text!r} is not within 0..100 (percent of one core)"
+        )
     return value
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--role", required=True, choices=ROLES, help="sidecar role name")
-    parser.add_argument("--load", required=True, type=parse_load, help="target CPU share in percent of one core")
-    parser.add_argument("--burn", default="wall", choices=BURNS,
-                        help="busy for share x 100 ms of wall-clock time (the article) or of CPU time")
+    parser.add_argument(
+        "--load", required=True, type=parse_load, help="target CPU share in percent of one core"
+    )
+    parser.add_argument(
+        "--burn",
+        default="wall",
+        choices=BURNS,
+        help="busy for share x 100 ms of wall-clock time (the article) or of CPU time",
+    )
     return parser.parse_args(argv)
 
 
@@ -74,8 +84,11 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, _request_stop)
     signal.signal(signal.SIGINT, _request_stop)
-    print(f"sidecar {args.role}: {args.load:g} % of one core in {CYCLE_S * 1000:.0f} ms cycles "
-          f"({args.burn} time)", flush=True)
+    print(
+        f"sidecar {args.role}: {args.load:g} % of one core in {CYCLE_S * 1000:.0f} ms cycles "
+        f"({args.burn} time)",
+        flush=True,
+    )
     run(args.load, args.burn)
     return 0
 

@@ -30,18 +30,26 @@ def main(runs, summary_parquet, summary_csv, runs_parquet=None, runs_csv=None):
     # Over the measured runs only: a failed run (status failed) has no number to pool.
     failed = per_run["status"] == FAILED
     measured, summary = add_cost_columns(per_run[~failed], summary)
-    per_run = pd.concat([measured, per_run[failed]]).loc[per_run.index] if failed.any() else measured
+    per_run = (
+        pd.concat([measured, per_run[failed]]).loc[per_run.index] if failed.any() else measured
+    )
     if runs_parquet and runs_csv:
         _write(per_run, runs_parquet, runs_csv)
     _write(summary, summary_parquet, summary_csv)
-    print(f"aggregate_runs: {len(per_run)} runs ({int(failed.sum())} failed), {len(summary)} conditions -> "
-          f"{summary_parquet}, {summary_csv}", file=sys.stderr)
+    print(
+        f"aggregate_runs: {len(per_run)} runs ({int(failed.sum())} failed), {len(summary)} conditions -> "
+        f"{summary_parquet}, {summary_csv}",
+        file=sys.stderr,
+    )
     return summary
 
 
 if __name__ == "__main__" and "snakemake" in globals():
     sys.stderr = open(snakemake.log[0], "w")
-    main(runs=list(snakemake.input.runs), summary_parquet=snakemake.output.parquet,
-         summary_csv=snakemake.output.csv,
-         runs_parquet=getattr(snakemake.output, "runs_parquet", None),
-         runs_csv=getattr(snakemake.output, "runs_csv", None))
+    main(
+        runs=list(snakemake.input.runs),
+        summary_parquet=snakemake.output.parquet,
+        summary_csv=snakemake.output.csv,
+        runs_parquet=getattr(snakemake.output, "runs_parquet", None),
+        runs_csv=getattr(snakemake.output, "runs_csv", None),
+    )

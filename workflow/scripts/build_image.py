@@ -18,23 +18,44 @@ from sidecar_bench.hosts import HostError, host_lock, lock_dir
 BUILD_TIMEOUT_S = 1800
 
 
-def main(variant, hosts, base_image, base_fallback, ref_path, next_build_dir=None, debian_mirror=None,
-         locks=None, root=None):
+def main(
+    variant,
+    hosts,
+    base_image,
+    base_fallback,
+    ref_path,
+    next_build_dir=None,
+    debian_mirror=None,
+    locks=None,
+    root=None,
+):
     """Build (or keep) the variant's image on every host and write its ref; root: the task-image folder
     (default: the one beside the installed package), next_build_dir: where the Next.js app is built."""
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
+    )
     if not hosts:
-        raise image.ImageError("build_image: config.yaml hosts is empty; list at least one Docker host")
+        raise image.ImageError(
+            "build_image: config.yaml hosts is empty; list at least one Docker host"
+        )
     image_ids, used_bases, versions = {}, set(), {}
     for host in hosts:
         name, url = host["name"], host.get("url")
-        logging.info("host %s (%s): ensuring %s", name, url or "default engine", image.image_tag(variant))
+        logging.info(
+            "host %s (%s): ensuring %s", name, url or "default engine", image.image_tag(variant)
+        )
         try:
-            with host_lock([host], locks or lock_dir(), BUILD_TIMEOUT_S, f"build {variant}") as (_, client):
-                base = image.ensure_base(client, base_image, base_fallback, mirror=debian_mirror or image.DEBIAN_MIRROR)
+            with host_lock([host], locks or lock_dir(), BUILD_TIMEOUT_S, f"build {variant}") as (
+                _,
+                client,
+            ):
+                base = image.ensure_base(
+                    client, base_image, base_fallback, mirror=debian_mirror or image.DEBIAN_MIRROR
+                )
                 used_bases.add(base)
-                image_ids[name] = image.ensure_variant(client, variant, base, root=root,
-                                                      next_build_dir=next_build_dir)
+                image_ids[name] = image.ensure_variant(
+                    client, variant, base, root=root, next_build_dir=next_build_dir
+                )
                 host_versions = image.image_versions(client, image_ids[name])
         except (image.ImageError, HostError) as exc:
             raise image.ImageError(f"host {name} ({url or 'default engine'}): {exc}") from exc
@@ -43,7 +64,9 @@ def main(variant, hosts, base_image, base_fallback, ref_path, next_build_dir=Non
         versions = versions or host_versions
     if len(used_bases) != 1:
         # Different bases give different digests, so runs on those hosts would not compare.
-        raise image.ImageError(f"build_image {variant}: hosts ended up on different base images: {sorted(used_bases)}")
+        raise image.ImageError(
+            f"build_image {variant}: hosts ended up on different base images: {sorted(used_bases)}"
+        )
     ref = image.describe(variant, used_bases.pop(), image_ids, versions, root=root)
     image.write_json_atomic(Path(ref_path), ref)
     logging.info("wrote %s", ref_path)

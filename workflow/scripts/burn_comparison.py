@@ -19,21 +19,32 @@ from sidecar_bench.table_format import write_table_files
 
 
 def main(summaries, burns, presets, reference, out_dir, formats=("html", "png", "svg")):
-    frames = {(burn, preset): pd.read_parquet(path) for path, burn, preset in zip(summaries, burns, presets)}
+    frames = {
+        (burn, preset): pd.read_parquet(path)
+        for path, burn, preset in zip(summaries, burns, presets)
+    }
     long = burn_comparison(frames)
     by_burn = {}
     for (burn, _), frame in frames.items():
         by_burn.setdefault(burn, frame)
-    built = [burn_comparison_table(long),
-             burn_breaking_points_table(by_burn, load_reference(reference))]
+    built = [
+        burn_comparison_table(long),
+        burn_breaking_points_table(by_burn, load_reference(reference)),
+    ]
     written = write_table_files(built, out_dir)
-    written += save_chart(burn_comparison_chart(long), Path(out_dir), "burn_comparison", tuple(formats))
+    written += save_chart(
+        burn_comparison_chart(long), Path(out_dir), "burn_comparison", tuple(formats)
+    )
     print(f"burn_comparison: wrote {len(written)} files", file=sys.stderr)
     return long
 
 
 if __name__ == "__main__" and "snakemake" in globals():
     sys.stderr = open(snakemake.log[0], "w")
-    main(summaries=list(snakemake.input.summaries), burns=snakemake.params.burns,
-         presets=snakemake.params.presets, reference=snakemake.input.reference,
-         out_dir=snakemake.output.burn)
+    main(
+        summaries=list(snakemake.input.summaries),
+        burns=snakemake.params.burns,
+        presets=snakemake.params.presets,
+        reference=snakemake.input.reference,
+        out_dir=snakemake.output.burn,
+    )

@@ -16,8 +16,16 @@ from sidecar_bench.stats import summarise_conditions, summarise_runs
 from sidecar_bench.table_format import render
 
 
-def main(runs, summary_parquet, summary_csv, table_md, table_csv, no_limit_vcpu=None, in_matrix=(),
-         runs_csv=None):
+def main(
+    runs,
+    summary_parquet,
+    summary_csv,
+    table_md,
+    table_csv,
+    no_limit_vcpu=None,
+    in_matrix=(),
+    runs_csv=None,
+):
     per_run = summarise_runs(runs)
     per_run, summary = add_cost_columns(per_run, summarise_conditions(per_run))
     for path in (summary_parquet, summary_csv, table_md, table_csv, runs_csv):
@@ -31,13 +39,21 @@ def main(runs, summary_parquet, summary_csv, table_md, table_csv, no_limit_vcpu=
     table = model_tables.calibration_table(calibration)
     table.data.to_csv(table_csv, index=False, float_format="%.6g")
     Path(table_md).write_text(render(table), encoding="utf-8")
-    print(f"calibrate: {len(per_run)} runs, {len(summary)} conditions -> {table_md}", file=sys.stderr)
+    print(
+        f"calibrate: {len(per_run)} runs, {len(summary)} conditions -> {table_md}", file=sys.stderr
+    )
     return calibration
 
 
 if __name__ == "__main__" and "snakemake" in globals():
     sys.stderr = open(snakemake.log[0], "w")
-    main(runs=list(snakemake.input.runs), summary_parquet=snakemake.output.summary,
-         summary_csv=snakemake.output.summary_csv, table_md=snakemake.output.md,
-         table_csv=snakemake.output.csv, no_limit_vcpu=snakemake.params.no_limit_vcpu,
-         in_matrix=snakemake.params.in_matrix, runs_csv=snakemake.output.runs_csv)
+    main(
+        runs=list(snakemake.input.runs),
+        summary_parquet=snakemake.output.summary,
+        summary_csv=snakemake.output.summary_csv,
+        table_md=snakemake.output.md,
+        table_csv=snakemake.output.csv,
+        no_limit_vcpu=snakemake.params.no_limit_vcpu,
+        in_matrix=snakemake.params.in_matrix,
+        runs_csv=snakemake.output.runs_csv,
+    )

@@ -8,8 +8,10 @@ from sidecar_bench import capacity
 def main(condition_id, runs, out):
     record = capacity.measure(condition_id, runs)
     capacity.write(out, record)
-    print(f"compute_capacity: {condition_id}: {record['rps_mean']:.1f} RPS over {record['repeats']} runs -> {out}",
-          file=sys.stderr)
+    print(
+        f"compute_capacity: {condition_id}: {record['rps_mean']:.1f} RPS over {record['repeats']} runs -> {out}",
+        file=sys.stderr,
+    )
     return record
 
 

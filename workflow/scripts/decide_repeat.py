@@ -7,8 +7,12 @@ sys.stderr = open(snakemake.log[0], "w")
 
 from sidecar_bench.adaptive import AdaptiveSettings, decide_files
 
-decisions = decide_files(snakemake.input.runs, AdaptiveSettings(**snakemake.params.adaptive),
-                         snakemake.params.planned, snakemake.output.decision)
+decisions = decide_files(
+    snakemake.input.runs,
+    AdaptiveSettings(**snakemake.params.adaptive),
+    snakemake.params.planned,
+    snakemake.output.decision,
+)
 for decision in decisions:
     print(decision["reason"], file=sys.stderr)
     print(f"sidecar-bench: adaptive: {decision['reason']}", file=sys.__stderr__, flush=True)

@@ -24,5 +24,8 @@ def main(summary, reference, out_dir):
 
 if __name__ == "__main__" and "snakemake" in globals():
     sys.stderr = open(snakemake.log[0], "w")
-    main(summary=snakemake.input.summary, reference=snakemake.input.reference,
-         out_dir=snakemake.output.tables)
+    main(
+        summary=snakemake.input.summary,
+        reference=snakemake.input.reference,
+        out_dir=snakemake.output.tables,
+    )

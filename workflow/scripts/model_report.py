@@ -43,24 +43,40 @@ def read_frame(path):
     return closed_loop(frame)
 
 
-def main(summary, runs_summary, calibration, reference, tables_dir, charts_dir, sidecar_burn=None,
-         formats=("html", "png", "svg"), calibration_runs=None):
+def main(
+    summary,
+    runs_summary,
+    calibration,
+    reference,
+    tables_dir,
+    charts_dir,
+    sidecar_burn=None,
+    formats=("html", "png", "svg"),
+    calibration_runs=None,
+):
     # The model is the article's settings' (the knobs against throttling change the budget it models).
     per_run = modelmod.with_run_costs(article_settings(read_frame(runs_summary)))
     conditions = modelmod.summary_with_costs(article_settings(read_frame(summary)), per_run)
-    cal_runs = (modelmod.with_run_costs(read_frame(calibration_runs))
-                if calibration_runs and Path(calibration_runs).exists() else None)
+    cal_runs = (
+        modelmod.with_run_costs(read_frame(calibration_runs))
+        if calibration_runs and Path(calibration_runs).exists()
+        else None
+    )
     cal = pd.read_csv(calibration)
     ref = load_reference(reference)
     model = modelmod.decompose(conditions, cal, sidecar_burn)
     forward = fwd.forward_predict(conditions, per_run, cal_runs)
-    built = [model_tables.decomposition_table(model),
-             model_tables.decomposition_share_table(modelmod.share_within(model)),
-             model_tables.decomposition_misses_table(modelmod.largest_misses(model)),
-             *model_tables.forward_tables(forward),
-             model_tables.article_costs_table(modelmod.article_costs(ref, cal))]
+    built = [
+        model_tables.decomposition_table(model),
+        model_tables.decomposition_share_table(modelmod.share_within(model)),
+        model_tables.decomposition_misses_table(modelmod.largest_misses(model)),
+        *model_tables.forward_tables(forward),
+        model_tables.article_costs_table(modelmod.article_costs(ref, cal)),
+    ]
     written = write_table_files(built, tables_dir, environment_note(conditions))
-    written += write_model_charts(model, forward, conditions, per_run, ref, charts_dir, sidecar_burn, formats)
+    written += write_model_charts(
+        model, forward, conditions, per_run, ref, charts_dir, sidecar_burn, formats
+    )
     for line in fwd.share_within(forward).to_string(index=False).splitlines():
         print(f"forward: {line}", file=sys.stderr)
     print(f"model: wrote {len(written)} files", file=sys.stderr)
@@ -70,23 +86,41 @@ def main(summary, runs_summary, calibration, reference, tables_dir, charts_dir, 
 def republish(folder, reference="workflow/reference/article-results.csv"):
     """Make a published set's model/tables and model/charts again from its summaries (module docstring)."""
     folder = Path(folder)
-    needed = [folder / "summary.csv", folder / "runs_summary.csv", folder / "calibration" / "calibration.csv"]
+    needed = [
+        folder / "summary.csv",
+        folder / "runs_summary.csv",
+        folder / "calibration" / "calibration.csv",
+    ]
     missing = [str(p) for p in needed if not p.exists()]
     if missing:
-        raise SystemExit(f"{folder}: not a published set with a calibration: missing {', '.join(missing)}")
+        raise SystemExit(
+            f"{folder}: not a published set with a calibration: missing {', '.join(missing)}"
+        )
     provenance = folder / "provenance.json"
     settings = json.loads(provenance.read_text()).get("settings", []) if provenance.exists() else []
-    burns = sorted({str(s["sidecar_burn"]) for s in settings if isinstance(s, dict) and s.get("sidecar_burn")})
+    burns = sorted(
+        {str(s["sidecar_burn"]) for s in settings if isinstance(s, dict) and s.get("sidecar_burn")}
+    )
     burn = ",".join(burns) or None
     for sub in ("tables", "charts"):
         shutil.rmtree(folder / "model" / sub, ignore_errors=True)
-    return main(needed[0], needed[1], needed[2], reference, folder / "model" / "tables", folder / "model" / "charts",
-                burn, formats=("png", "svg"), calibration_runs=str(folder / "calibration" / "runs_summary.csv"))
+    return main(
+        needed[0],
+        needed[1],
+        needed[2],
+        reference,
+        folder / "model" / "tables",
+        folder / "model" / "charts",
+        burn,
+        formats=("png", "svg"),
+        calibration_runs=str(folder / "calibration" / "runs_summary.csv"),
+    )
 
 
 if __name__ == "__main__" and "snakemake" not in globals():
-    parser = argparse.ArgumentParser(description="Make a published set's model tables and charts again from its "
-                                                 "summaries.")
+    parser = argparse.ArgumentParser(
+        description="Make a published set's model tables and charts again from its summaries."
+    )
     parser.add_argument("folder", help="a published set, e.g. results/published/article")
     parser.add_argument("--reference", default="workflow/reference/article-results.csv")
     args = parser.parse_args()
@@ -94,8 +128,13 @@ if __name__ == "__main__" and "snakemake" not in globals():
 
 if __name__ == "__main__" and "snakemake" in globals():
     sys.stderr = open(snakemake.log[0], "w")
-    main(summary=snakemake.input.summary, runs_summary=snakemake.input.runs_summary,
-         calibration=snakemake.input.calibration, reference=snakemake.input.reference,
-         tables_dir=snakemake.output.tables, charts_dir=snakemake.output.charts,
-         sidecar_burn=snakemake.params.sidecar_burn,
-         calibration_runs=snakemake.input.calibration_runs)
+    main(
+        summary=snakemake.input.summary,
+        runs_summary=snakemake.input.runs_summary,
+        calibration=snakemake.input.calibration,
+        reference=snakemake.input.reference,
+        tables_dir=snakemake.output.tables,
+        charts_dir=snakemake.output.charts,
+        sidecar_burn=snakemake.params.sidecar_burn,
+        calibration_runs=snakemake.input.calibration_runs,
+    )

@@ -21,7 +21,9 @@ def main(summary, reference, runs, out_dir):
     written = write_charts(closed, load_reference(reference), list(runs), out_dir)
     if has_task_layout(closed):  # a set with ECS's task layout: both layouts side by side
         written += save_chart(layouts_chart(closed), Path(out_dir), "layouts")
-    if has_knobs(closed):  # knobs against throttling (or the task layout) beside the article's settings
+    if has_knobs(
+        closed
+    ):  # knobs against throttling (or the task layout) beside the article's settings
         written += save_chart(knobs_chart(closed), Path(out_dir), "knobs")
     print(f"plot_charts: wrote {len(written)} files to {out_dir}", file=sys.stderr)
     return written
@@ -29,5 +31,9 @@ def main(summary, reference, runs, out_dir):
 
 if __name__ == "__main__" and "snakemake" in globals():
     sys.stderr = open(snakemake.log[0], "w")
-    main(summary=snakemake.input.summary, reference=snakemake.input.reference,
-         runs=list(snakemake.input.runs), out_dir=snakemake.output.charts)
+    main(
+        summary=snakemake.input.summary,
+        reference=snakemake.input.reference,
+        runs=list(snakemake.input.runs),
+        out_dir=snakemake.output.charts,
+    )

@@ -19,10 +19,16 @@ main(
     load=resolve_experiment(snakemake.config).load.as_dict(),
     # Hosts come from the config, not params: adding a host must not rerun every condition.
     hosts=snakemake.config["hosts"],
-    image_refs={"task": snakemake.input.task_image, "loadgen": snakemake.input.loadgen_image,
-                # Open loop: the open-loop generator's image (empty for a closed run).
-                **({"loadgen_open": str(snakemake.input.open_loadgen_image)}
-                   if getattr(snakemake.input, "open_loadgen_image", None) else {})},
+    image_refs={
+        "task": snakemake.input.task_image,
+        "loadgen": snakemake.input.loadgen_image,
+        # Open loop: the open-loop generator's image (empty for a closed run).
+        **(
+            {"loadgen_open": str(snakemake.input.open_loadgen_image)}
+            if getattr(snakemake.input, "open_loadgen_image", None)
+            else {}
+        ),
+    },
     out=snakemake.output.run,
     lock_dir=lock_dir(),
     # {"total", "run_files"} from the workflow's environment: as a param it would rerun every run when the
@@ -34,7 +40,9 @@ main(
     # Not a param: switching between stop and record must not rerun measured conditions.
     on_failure=on_failure_setting(snakemake.config),
     # Open loop: the capacity file the rate came from, recorded in the run file (None for a closed run).
-    capacity_file=str(snakemake.input.capacity) if getattr(snakemake.input, "capacity", None) else None,
+    capacity_file=str(snakemake.input.capacity)
+    if getattr(snakemake.input, "capacity", None)
+    else None,
     # A host that lacks an image builds it from this workflow's task-image folder.
     task_image_dir=str(Path(snakemake.scriptdir).parent / "task-image"),
 )
