@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from sidecar_bench import repstats
 
@@ -255,3 +256,11 @@ def test_a_missing_run_value_given_as_none_is_left_out():
 def test_run_values_may_come_from_any_iterable():
     assert repstats.mean_interval(v for v in (100.0, 110.0, 120.0)).value == pytest.approx(110.0)
     assert repstats.run_cv(iter([90.0, 100.0, 110.0])) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("df", [1, 2, 4, 3.7, 12.25, 200])
+@pytest.mark.parametrize("confidence", [0.90, 0.95, 0.99])
+def test_the_cached_t_interval_is_scipys_bit_for_bit(df, confidence):
+    for loc, scale in [(0.0, 1.0), (123.456, 7.89), (-0.3, 1e-6)]:
+        expected = sps.t.interval(confidence, df, loc=loc, scale=scale)
+        assert repstats.t_interval(confidence, df, loc, scale) == tuple(map(float, expected))

@@ -4,11 +4,12 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
 import aggregate_runs
-from sidecar_bench import record, reference
+from sidecar_bench import record, reference, stats
 from sidecar_bench.conditions import Condition
 from sidecar_bench.record import METADATA_KEY as META_KEY
 from sidecar_bench.runfile import RunFileError
@@ -826,3 +827,13 @@ def test_environments_lists_each_distinct_one_once():
     )
     assert environments(summary).values.tolist() == [["a", "6.1"], ["b", "6.1"], ["c", "?"]]
     assert environments(summary.iloc[:0]).empty and environments(summary[["rps"]]).empty
+
+
+def test_open_loop_columns_read_numbers_as_pandas_does():
+    cases = [[None, 1.0, 2], ["1.5", "x", None], [], ["", "3"], [True, 1.0], ["1_000", " 2 "]]
+    for values in cases:
+        array = np.array(values, dtype=object)
+        expected = pd.to_numeric(pd.Series(array, dtype=object), errors="coerce").to_numpy(
+            "float64"
+        )
+        assert np.array_equal(stats._numbers(array), expected, equal_nan=True), values

@@ -33,6 +33,7 @@ beyond the log transform.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Iterable
@@ -67,6 +68,21 @@ class Estimate:
         return self.has_interval and self.lo <= x <= self.hi
 
 
+@functools.lru_cache(maxsize=4096)
+def _t_ends(confidence: float, df: float) -> tuple[float, float]:
+    """The ends of scipy.stats.t's central interval at loc 0 and scale 1. Cached: a summary asks for
+    the same few degrees of freedom thousands of times, and each scipy call costs about 0.3 ms."""
+    lo, hi = sps.t.interval(confidence, df)
+    return float(lo), float(hi)
+
+
+def t_interval(confidence: float, df: float, loc: float, scale: float) -> tuple[float, float]:
+    """scipy.stats.t.interval(confidence, df, loc=loc, scale=scale), bit for bit: scipy computes
+    each end as the standard end x scale + loc, as here."""
+    lo, hi = _t_ends(confidence, df)
+    return lo * scale + loc, hi * scale + loc
+
+
 def _finite(values: Iterable[float]) -> np.ndarray:
     array = np.asarray(
         list(values) if not isinstance(values, np.ndarray) else values, dtype="float64"
@@ -93,7 +109,7 @@ def mean_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> Es
     se = float(x.std(ddof=1)) / math.sqrt(len(x))
     if se == 0:
         return Estimate(mean, mean, mean, len(x), T_MEAN)
-    lo, hi = sps.t.interval(confidence, len(x) - 1, loc=mean, scale=se)
+    lo, hi = t_interval(confidence, len(x) - 1, mean, se)
     return Estimate(mean, float(lo), float(hi), len(x), T_MEAN)
 
 
@@ -127,7 +143,7 @@ def ratio_interval(
         return Estimate(value, value, value, len(num), WELCH_LOG)
     # Welch-Satterthwaite degrees of freedom (what scipy.stats.ttest_ind(equal_var=False) uses).
     df = (v_num + v_den) ** 2 / (v_num**2 / (len(num) - 1) + v_den**2 / (len(den) - 1))
-    lo, hi = sps.t.interval(confidence, df, loc=diff, scale=se)
+    lo, hi = t_interval(confidence, df, diff, se)
     return Estimate(value, math.exp(lo), math.exp(hi), len(num), WELCH_LOG)
 
 
@@ -148,7 +164,7 @@ def ratio_to_exact(
     se = float(logs.std(ddof=1)) / math.sqrt(len(logs))
     if se == 0:
         return Estimate(value, value, value, len(num), ONE_SAMPLE_LOG)
-    lo, hi = sps.t.interval(confidence, len(logs) - 1, loc=float(logs.mean()), scale=se)
+    lo, hi = t_interval(confidence, len(logs) - 1, float(logs.mean()), se)
     return Estimate(
         value, math.exp(lo) / denominator, math.exp(hi) / denominator, len(num), ONE_SAMPLE_LOG
     )
