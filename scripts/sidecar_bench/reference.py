@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 # Per-sidecar loads of the article's full grid; its RPS-grid buckets hold total loads sidecar_count x these.
@@ -43,21 +44,29 @@ def load_reference(path: str | Path) -> pd.DataFrame:
     return frame
 
 
+def _matching(ref: pd.DataFrame, table: str, where: dict) -> np.ndarray:
+    """A boolean mask of the rows of one article table matching the given column values (vcpu and
+    load compared as floats): one numpy mask, as the chained pandas filters chose but at a fraction
+    of their cost (the tables ask for hundreds of cells)."""
+    mask = ref["table"].to_numpy() == table
+    for column, value in where.items():
+        values = ref[column].to_numpy()
+        if column in ("vcpu", "load"):
+            mask &= np.abs(values.astype("float64") - float(value)) < 1e-9
+        else:
+            mask &= values == value
+    return mask
+
+
 def select(ref: pd.DataFrame, table: str, **where) -> pd.DataFrame:
     """Rows of one article table matching the given column values (vcpu compared as float)."""
-    rows = ref[ref["table"] == table]
-    for column, value in where.items():
-        if column in ("vcpu", "load"):
-            rows = rows[(rows[column] - float(value)).abs() < 1e-9]
-        else:
-            rows = rows[rows[column] == value]
-    return rows
+    return ref[_matching(ref, table, where)]
 
 
 def value(ref: pd.DataFrame, table: str, metric: str, **where) -> float:
     """One published number, or NaN if the article has none for that cell."""
-    rows = select(ref, table, metric=metric, **where)
-    return float(rows["value"].iloc[0]) if len(rows) else math.nan
+    found = np.flatnonzero(_matching(ref, table, {"metric": metric, **where}))
+    return float(ref["value"].to_numpy()[found[0]]) if len(found) else math.nan
 
 
 def sweep(
