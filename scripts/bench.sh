@@ -2,7 +2,8 @@
 # sidecar-bench entry point. Every subcommand first runs the idempotent set-up.
 #
 #   scripts/bench.sh run [snakemake args]   set up, then run the experiment (snakemake --cores 1)
-#   scripts/bench.sh test [pytest args]     set up, lint, then run the test suite
+#   scripts/bench.sh test [pytest args]     set up, lint, then run the test suite (with no args: the
+#                                           engine-free tiers on every core, then the engine's tests alone)
 #   scripts/bench.sh lint                   set up Python, then lint only (ruff, snakefmt)
 #   scripts/bench.sh setup                  set up only
 #
@@ -174,7 +175,16 @@ case "$cmd" in
         || say "SLURM is not installed (apt-get install munge slurmctld slurmd slurm-client): the SLURM tests will be skipped"
     fi
     lint
-    exec "$VENV/bin/python" -m pytest "$@"
+    [ $# -gt 0 ] && exec "$VENV/bin/python" -m pytest "$@"
+    # The whole suite in two steps: the tests that need no engine on every core (pytest-xdist), then
+    # the engine's tests alone, one at a time: they measure real CPU limits, which a test running
+    # beside them would disturb. Both steps run; the suite fails if either does.
+    status=0
+    say "tests without the engine (fast and workflow tiers), on $(nproc) workers"
+    "$VENV/bin/python" -m pytest -n "$(nproc)" -m "not docker" || status=$?
+    say "tests of the engine, alone"
+    "$VENV/bin/python" -m pytest -m docker || status=$((status ? status : $?))
+    exit "$status"
     ;;
   *) die "unknown command '$cmd' (use run, test, lint or setup)" ;;
 esac
