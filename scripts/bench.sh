@@ -180,9 +180,9 @@ case "$cmd" in
     # the engine's tests alone, one at a time: they measure real CPU limits, which a test running
     # beside them would disturb. Both steps run; the suite fails if either does.
     status=0
-    say "tests without the engine (fast and workflow tiers), on $(nproc) workers"
+    printf 'test: the tests without the engine (fast and workflow tiers), on %s workers\n' "$(nproc)" >&2
     "$VENV/bin/python" -m pytest -n "$(nproc)" -m "not docker" || status=$?
-    say "tests of the engine, alone"
+    printf 'test: the tests of the engine, alone\n' >&2
     "$VENV/bin/python" -m pytest -m docker || status=$((status ? status : $?))
     exit "$status"
     ;;

@@ -329,3 +329,43 @@ def test_ctrl_c_cancels_the_running_slurm_job_and_a_rerun_measures_only_what_is_
     records = cluster.finished_jobs()
     assert all(records[j].state == "COMPLETED" for j in jobs)
     assert [c["Names"] for c in our_containers(before)] == []
+
+
+FAILING_RUN_SCRIPT = (
+    "import sys\n"
+    "print('sidecar-bench test: this run job fails on purpose', file=sys.stderr, flush=True)\n"
+    "sys.exit(3)\n"
+)
+
+
+def test_a_failed_slurm_job_is_reported_with_its_state_and_its_log_is_kept(cluster, tmp_path):
+    """A run job that fails on its node: snakemake says which SLURM job failed, in which state, and
+    where its log is; the log, under results/logs/slurm/, holds what the job wrote; no run file."""
+    project = copy_project(tmp_path / "project")
+    write_config(project, **slurm_config())
+    (project / "workflow" / "scripts" / "run_condition.py").write_text(FAILING_RUN_SCRIPT)
+    target = f"results/{PRESET}/runs/{sorted(CONDITIONS)[0]}/rep1.parquet"
+    proc = start_snakemake(project, cluster, tmp_path / "snakemake.out", target)
+    try:
+        proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=120)
+    output = (tmp_path / "snakemake.out").read_text()
+    assert proc.returncode != 0, output[-4000:]
+
+    failed = re.search(r"SLURM-job '(\d+)' failed, SLURM status is: '(\w+)'", output)
+    assert failed, output[-4000:]
+    job_id, state = failed.groups()
+    assert state == "FAILED", output[-4000:]
+    assert cluster.finished_jobs()[job_id].state == "FAILED"
+    job = submissions(project, output)[job_id]
+    assert job["rule"] == "run_condition" and job["output"] == target, job
+    log = Path(job["log"])
+    assert log.is_relative_to(project / "results" / "logs" / "slurm"), log
+    assert str(log) in output.split(failed.group(0), 1)[1], output[
+        -4000:
+    ]  # the report names the log
+    assert "this run job fails on purpose" in log.read_text(), log.read_text()[-3000:]
+    assert not (project / target).exists()

@@ -77,7 +77,7 @@ if __name__ == "__main__":
     sys.stderr = open(snakemake.log[0], "w")
     settings = snakemake.config["image"]
     # The workflow's own task-image folder and build folder (a copy of the project builds its copy).
-    project = Path(snakemake.scriptdir).parent
+    project = Path(snakemake.scriptdir).resolve().parents[1]  # the project: workflow/scripts/../..
     main(
         variant=snakemake.wildcards.variant,
         # From the config, not params: only the digest param may trigger a rebuild, so

@@ -44,5 +44,5 @@ main(
     if getattr(snakemake.input, "capacity", None)
     else None,
     # A host that lacks an image builds it from this workflow's task-image folder.
-    task_image_dir=str(Path(snakemake.scriptdir).parent / "task-image"),
+    task_image_dir=str(Path(snakemake.scriptdir).resolve().parents[1] / "task-image"),
 )
