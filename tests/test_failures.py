@@ -644,3 +644,54 @@ def test_an_oom_kill_inside_the_window_fails_the_run_even_if_the_app_survives(cl
         and raised.value.failure["container_status"] == "running"
     )
     assert not out.exists() and leftovers(client, condition) == []
+
+
+def test_a_failed_runs_row_and_its_conditions_row_hold_exactly_what_the_record_says(tmp_path):
+    """Field by field: the identity from the record, status failed, the exit code, no window, no cgroup, no
+    environment and no number; the condition's row with no repetition measured has no interval, no values
+    per run, and of all flags only run_failed."""
+    condition = ALL_FAILED
+    path = record.write_failure(
+        tmp_path / condition.id / "rep1.parquet", failure_of(condition, 1, role="proxy")
+    )
+    row = stats.summarise_run(path)
+    assert set(row) >= set(stats.SUMMARY_COLUMNS)
+    expected = {
+        "condition_id": condition.id,
+        "repeat": 1,
+        "app": "go",
+        "vcpu": 0.25,
+        "memory_mb": 2048,
+        "sidecar_count": 3,
+        "sidecar_load_pct": 5,
+        "total_sidecar_load_pct": 15,
+        "duration_s": 10,
+        "status": "failed",
+        "run_file": str(path),
+        "exit_code": 70,
+        "cap_reached": False,
+        "oom_killed": False,
+        "load_model": "closed",
+        "flags": "run_failed",
+    }
+    assert {key: row[key] for key in expected} == expected
+    assert "sidecar proxy (pid 7) killed by SIGKILL" in row["failure"]
+    for key in ("cgroup_source", "window_start"):
+        assert row[key] is None, key
+    assert all(row[key] is None for key in row if key.startswith("env_"))
+    for column in ("rps", "p50_ms", "p99_ms", "successful", "task_cpu_pct", "nr_periods"):
+        assert math.isnan(row[column]), column
+
+    summary = stats.summarise_conditions(stats.summarise_runs([path])).iloc[0]
+    assert (summary["repeats"], summary["failed_runs"]) == (0, 1)
+    assert summary["interval_method"] == stats.NO_INTERVAL == "none"
+    assert (summary["rps_runs"], summary["p99_ms_runs"]) == ("", "")
+    assert not summary["cap_reached"] and not summary["oom_killed"]
+    assert summary["cgroup_source"] is None
+    assert all(summary[column] is None for column in stats.ENV_COLUMNS)
+    assert "sidecar proxy (pid 7) killed by SIGKILL" in summary["failure"]
+    assert summary["flags"] == "run_failed"
+    raised = {c for c in summary.index if c.startswith("flag_") and summary[c]}
+    assert raised == {"flag_run_failed"}
+    for column in ("rps", "rps_lo", "rps_hi", "p99_ms", "p99_ms_lo", "successful"):
+        assert math.isnan(summary[column]), column
