@@ -695,3 +695,14 @@ def test_a_failed_runs_row_and_its_conditions_row_hold_exactly_what_the_record_s
     assert raised == {"flag_run_failed"}
     for column in ("rps", "rps_lo", "rps_hi", "p99_ms", "p99_ms_lo", "successful"):
         assert math.isnan(summary[column]), column
+
+
+def test_a_condition_whose_only_run_was_oom_killed_says_so(tmp_path):
+    path = record.write_failure(
+        tmp_path / ALL_FAILED.id / "rep1.parquet", failure_of(ALL_FAILED, 1, oom=True)
+    )
+    row = stats.summarise_run(path)
+    assert row["oom_killed"] is True and row["exit_code"] == 137
+    summary = stats.summarise_conditions(stats.summarise_runs([path])).iloc[0]
+    assert summary["oom_killed"] and summary["repeats"] == 0
+    assert summary["flags"] == "oom_or_restart,run_failed"
