@@ -236,6 +236,14 @@ class Measurement:
         log.info("started task container %s (%s)", self.task.name, self.task.short_id)
         if condition.cpu_burst_pct is not None:
             self.set_burst()
+        self.start_loadgen()
+        log.info("started load generator %s in the task's network namespace", self.loadgen.name)
+        if self.open_load is not None:
+            self.start_open_generator()
+
+    def start_loadgen(self) -> None:
+        """hey's container in the task's network namespace, so that the load stays on its loopback."""
+        condition = self.condition
         try:
             self.loadgen = self._start_attached(
                 self.loadgen_image.id,
@@ -250,9 +258,6 @@ class Measurement:
             if self.task.status != "running":
                 raise self.start_error("exited before the load generator could join it") from err
             raise
-        log.info("started load generator %s in the task's network namespace", self.loadgen.name)
-        if self.open_load is not None:
-            self.start_open_generator()
 
     # --- load model (open loop) ---------------------------------------------------------------
     def start_open_generator(self) -> None:

@@ -18,7 +18,6 @@ import docker.errors
 from . import cgroup, knobs, taskcgroup
 from . import proxy as proxymod
 from .containers import (
-    LOADGEN_TMPFS,
     TASK_TMPFS,
     TRANSPORT_ERRORS,
     ExecResult,
@@ -145,20 +144,7 @@ class TaskMeasurement(Measurement):
                 **parent,
                 **hardening(tmpfs),
             )
-        try:
-            self.loadgen = self._start_attached(
-                self.loadgen_image.id,
-                entrypoint=self.loadgen_entrypoint(),
-                name=container_name(condition, run_id, "loadgen"),
-                labels=labels(condition, run_id, "loadgen"),
-                network_mode=f"container:{self.task.id}",
-                **hardening(LOADGEN_TMPFS),
-            )
-        except docker.errors.APIError as err:
-            self.task.reload()
-            if self.task.status != "running":
-                raise self.start_error("exited before the load generator could join it") from err
-            raise
+        self.start_loadgen()
         log.info(
             "started %d sidecar container(s) and the load generator in the app's network namespace",
             len(self.sidecars),
