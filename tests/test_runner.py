@@ -1406,12 +1406,57 @@ def run_watched(deadline_s: int, command: list[str], timeout_s: float = 10) -> t
 
 
 def test_the_watcher_returns_the_status_of_an_app_that_ends_at_once():
-    # An app that exits before the watcher's wait -n begins can be gone from bash's job table; the watcher
-    # once lost its status then (1 in 30 here) and lived on to its deadline, so the run timed out waiting
-    # for readiness instead of naming the app's exit. 200 tries: every one ends at once with the app's status.
+    # An app that exits just before the watcher's wait begins: bash's wait -n could miss it ("no such
+    # job"), and the watcher lived on to its deadline, so the run timed out waiting for readiness instead
+    # of naming the app's exit (1 in 30 tries once, 1 in ~200 under the parallel suite later). A plain wait
+    # on the pid cannot miss it. 200 tries: every one ends at once with the app's status.
     found = [run_watched(30, ["sh", "-c", "exit 64"]) for _ in range(200)]
     assert [status for status, _ in found] == [64] * 200
     assert max(took for _, took in found) < 5
+
+
+def test_the_watcher_ends_at_once_when_its_stdin_is_already_closed():
+    # The reader ends before the watcher has set up or begun its wait: its signal then comes too early
+    # (once, bash had no handler yet and died of SIGUSR1) or is not seen by the wait; it is handled from
+    # the start and repeated every second. 200 tries: each ends with 137 within a few seconds.
+    found = []
+    for _ in range(200):
+        started = time.monotonic()
+        process = subprocess.Popen(
+            containers.watched(30, ["sleep", "30"]),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        process.stdin.close()
+        try:
+            found.append((process.wait(timeout=10), time.monotonic() - started))
+        finally:
+            process.kill()
+    assert [status for status, _ in found] == [137] * 200
+    assert max(took for _, took in found) < 5
+
+
+@pytest.mark.parametrize(
+    "signum,status", [(signal.SIGTERM, 15), (signal.SIGINT, 2), (signal.SIGHUP, 1)]
+)
+def test_the_watcher_passes_a_signal_on_and_ends_with_the_apps_status(signum, status):
+    # docker stop sends SIGTERM to PID 1, the watcher: the app must get it and the container must end with
+    # the app's own status, not the watcher's 137.
+    app = f"trap 'exit {status}' {signum.name[3:]}; while :; do sleep 0.05; done"
+    process = subprocess.Popen(
+        containers.watched(30, ["bash", "-c", app]),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.5)  # the app's trap set
+        process.send_signal(signum)
+        assert process.wait(timeout=10) == status
+    finally:
+        process.kill()
+        process.stdin.close()
 
 
 def test_the_watcher_ends_the_app_at_its_deadline_and_when_its_stdin_closes():

@@ -31,35 +31,35 @@ log = logging.getLogger(__name__)
 # engine closes stdin, PID 1 exits and the kernel kills every other process of the container's PID
 # namespace: the app, its sidecars, hey. The image is not changed (its digest decides reruns); signals
 # (docker stop, docker kill -s INT) are passed on to the command; the watcher waits in read(2) and wait(2)
-# and costs the task's cgroup no CPU.
+# and costs the task's cgroup no CPU until its stdin ends or the deadline passes.
 WATCH_SCRIPT = r"""
 deadline=$1; shift
+stop=
+trap 'stop=1' USR1
 exec 3<&0 </dev/null
-"$@" 3<&- &
+# Without job control bash starts a background command with SIGINT and SIGQUIT ignored, and a
+# signal ignored at exec cannot be caught: they are set back first, so that INT reaches the app.
+( trap - INT QUIT; exec "$@" 3<&- ) &
 main=$!
 (
   end=$((SECONDS + deadline))
   while left=$((end - SECONDS)); [ "$left" -gt 0 ] && read -r -t "$left" _; do :; done
+  # stdin ended or the deadline passed. A signal that comes just before the watcher's wait begins
+  # does not interrupt it, so the signal is sent again every second until the watcher has gone.
+  while kill -USR1 "$$" 2>/dev/null; do sleep 1; done
 ) <&3 3<&- &
-reader=$!
 exec 3<&-
 trap 'kill -TERM "$main" 2>/dev/null' TERM
 trap 'kill -INT "$main" 2>/dev/null' INT
 trap 'kill -HUP "$main" 2>/dev/null' HUP
-# A child that ends before wait -n begins can be gone from bash's job table: wait -n then says "no such
-# job" and waits for the other one alone. A plain wait on a pid still returns its status, so both ends
-# are checked before every wait -n, and main's again when the reader is seen to end.
-ended() { ! kill -0 "$1" 2>/dev/null; }
-while :; do
-  ended "$main" && { wait "$main"; exit; }
-  ended "$reader" && break
-  unset done_pid
-  wait -n -p done_pid "$main" "$reader" 2>/dev/null
-  status=$?
-  [ -n "${done_pid-}" ] && break  # else a trapped signal interrupted the wait
+# A plain wait on a pid returns its status even when it ended before the wait began (wait -n can
+# then miss it: "no such job"), and returns early, with status > 128, when a trapped signal comes.
+ended() { ! kill -0 "$main" 2>/dev/null; }
+until [ -n "$stop" ]; do
+  wait "$main"
+  ended && { wait "$main"; exit; }
 done
-[ "${done_pid-}" = "$main" ] && exit "$status"
-ended "$main" && { wait "$main"; exit; }
+ended && { wait "$main"; exit; }
 exit 137
 """
 WATCH_NAME = "sidecar-bench-watch"
