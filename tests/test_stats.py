@@ -1,6 +1,7 @@
 """Statistics from raw samples."""
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -837,3 +838,168 @@ def test_open_loop_columns_read_numbers_as_pandas_does():
             "float64"
         )
         assert np.array_equal(stats._numbers(array), expected, equal_nan=True), values
+
+
+# --- a condition's row, column by column: what each pooled value is made of ---------------------------
+
+
+def _two_runs(tmp_path, **columns):
+    c = Condition("go", 1, 2048, 0, 0)
+    paths = [
+        write_run(run_path(tmp_path, c.id, r), c, [0.001] * 10, wall_s=1.0, repeat=r)
+        for r in (1, 2)
+    ]
+    return paths, summarise_runs(paths).assign(**columns)
+
+
+def test_a_conditions_error_rate_is_its_errors_over_all_its_requests(tmp_path):
+    _, runs = _two_runs(tmp_path, successful=[90, 60], errors=[10, 40])
+    row = summarise_conditions(runs).iloc[0]
+    assert (row["successful"], row["errors"]) == (150, 50)
+    assert row["error_rate"] == pytest.approx(50 / 200)
+
+
+def test_a_conditions_cgroup_source_names_each_of_its_runs_sources(tmp_path):
+    _, runs = _two_runs(tmp_path, cgroup_source=["cgroup-v2", "cgroup-v1"])
+    assert summarise_conditions(runs).iloc[0]["cgroup_source"] == "cgroup-v1;cgroup-v2"
+
+
+def test_a_run_without_successful_responses_weighs_nothing_in_the_mean_latency(tmp_path):
+    _, runs = _two_runs(tmp_path, mean_ms=[10.0, np.nan], successful=[100, 0])
+    assert summarise_conditions(runs).iloc[0]["mean_ms"] == pytest.approx(10.0)
+
+
+def test_two_or_more_runs_read_no_run_file(tmp_path):
+    # The docstring's promise: with 2 or more runs the condition is made of its rows alone.
+    paths, runs = _two_runs(tmp_path)
+    for path in paths:
+        Path(path).write_text("not a parquet file")
+    row = summarise_conditions(runs).iloc[0]
+    assert row["interval_method"] == stats.T_OVER_RUNS and row["repeats"] == 2
+
+
+def test_runs_under_different_load_settings_are_refused_naming_each_file_and_its_value(tmp_path):
+    paths, runs = _two_runs(tmp_path, concurrency=[50, 100])
+    with pytest.raises(RunFileError) as refused:
+        summarise_conditions(runs)
+    assert (
+        f"different concurrency ({paths[0]}: 50, {paths[1]}: 100); "
+        "rerun them with one load setting" in str(refused.value)
+    )
+
+
+def test_the_runs_p99s_reach_the_bimodal_flag(tmp_path):
+    # One run's P99 under 1.5 periods, the other's above: the P99 lives in two modes.
+    _, runs = _two_runs(tmp_path, p99_ms=[120.0, 180.0], period_ms=100.0)
+    assert "bimodal" in summarise_conditions(runs).iloc[0]["flags"].split(",")
+    _, runs = _two_runs(tmp_path / "one-mode", p99_ms=[120.0, 140.0], period_ms=100.0)
+    assert "bimodal" not in summarise_conditions(runs).iloc[0]["flags"].split(",")
+
+
+def test_a_per_run_frame_without_optional_columns_or_with_text_numbers_summarises(tmp_path):
+    # An older runs_summary.csv: no open-loop or environment columns, a number that is not one.
+    _, runs = _two_runs(tmp_path)
+    optional = [c for c in (*stats.ENV_COLUMNS, *stats.OPEN_COLUMNS) if c != "load_model"]
+    older = runs.drop(columns=optional).astype({"max_ms": object})
+    older.loc[1, "max_ms"] = "n/a"
+    row = summarise_conditions(older).iloc[0]
+    assert row["env_hostname"] is None and row["max_ms"] == pytest.approx(runs.loc[0, "max_ms"])
+
+
+def test_the_per_run_frame_has_the_documented_columns_in_order(tmp_path):
+    _, runs = _two_runs(tmp_path)
+    assert list(runs.columns) == list(stats.SUMMARY_COLUMNS)
+    assert runs.index.tolist() == [0, 1] and runs["repeat"].tolist() == [1, 2]
+
+
+def test_environments_tell_apart_every_recorded_key():
+    base = dict(
+        env_hostname="h",
+        env_cpu_model="EPYC",
+        env_kernel="6.1",
+        env_docker_version="20.10",
+        env_engine_id="E1",
+        env_hey_version="0.1.4",
+    )
+    for key in base:
+        summary = pd.DataFrame([base, {**base, key: "other"}])
+        assert len(stats.environments(summary)) == 2, key
+
+
+def test_the_thirds_count_only_starts_inside_the_windows_whole_seconds():
+    # 9 whole seconds: starts before 0, at 9.0 s and later are no second of the window; a window whose
+    # last seconds saw no start still has them, as zeros.
+    inside = [0.1, 0.2, 1.5, 2.5, 3.5]
+    outside = [-0.5, 9.0, 9.4, 12.0]
+    found = stats._thirds(np.array(inside + outside), 9.4)
+    assert found["first_third_rps"] == pytest.approx(4 / 3)
+    assert found["last_third_rps"] == 0.0
+    assert set(stats.thirds_of_counts([5, 5])) == {
+        "first_third_rps",
+        "last_third_rps",
+        "thirds_diff_se_rps",
+    }
+    assert all(math.isnan(v) for v in stats.thirds_of_counts([5, 5]).values())
+
+
+def test_the_steady_half_is_the_second_half_of_the_whole_seconds_start_inclusive():
+    offsets = np.array([0.49, 0.5, 0.99, 1.0, 1.2])
+    rt = np.arange(len(offsets), dtype=float)
+    # 1.5 s of load: one whole second, its second half is [0.5, 1.0).
+    inside, half = stats._steady(rt, offsets, 1.5)
+    assert half == 0.5 and inside.tolist() == [1.0, 2.0]
+    # 2 whole seconds: [1.0, 2.0).
+    inside, half = stats._steady(rt, offsets, 2.0)
+    assert half == 1.0 and inside.tolist() == [3.0, 4.0]
+
+
+def test_a_failed_open_loop_run_keeps_its_load_model(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0)
+    failure = {
+        "condition": {**c.as_dict(), "load_model": "open"},
+        "repeat": 1,
+        "failure": "app exited",
+        "load": {},
+    }
+    assert stats.failed_run_row(tmp_path / "rep1.parquet", failure)["load_model"] == "open"
+    closed = {**failure, "condition": c.as_dict()}
+    assert stats.failed_run_row(tmp_path / "rep1.parquet", closed)["load_model"] == "closed"
+
+
+def test_ratios_of_rows_without_ids_values_or_mapping_are_still_ratios():
+    # Two rows with no condition_id are two conditions, not one over itself.
+    a, b = {"rps": 20.0, "rps_runs": "18;22"}, {"rps": 10.0, "rps_runs": "9;11"}
+    assert stats.condition_ratio(a, b).value == pytest.approx(2.0, rel=0.01)
+    same = stats.condition_ratio({**a, "condition_id": "x"}, {**a, "condition_id": "x"})
+    assert same.method == "same condition" and same.n == 2
+    # A row without the metric, or that is not a row at all: no number, no error.
+    assert math.isnan(stats.ratio_to_published({"rps_runs": ""}, 10).value)
+    assert math.isnan(stats.ratio_to_published(object(), 10).value)
+    assert math.isnan(stats.condition_ratio(object(), b).value)
+
+
+def _one_run(tmp_path, latencies_s, wall_s=2.0):
+    c = Condition("go", 1, 2048, 0, 0)
+    path = write_run(run_path(tmp_path, c.id, 1), c, latencies_s, wall_s=wall_s, repeat=1)
+    return summarise_runs([path])
+
+
+def test_one_runs_interval_uses_the_conditions_period_or_the_default(tmp_path):
+    runs = _one_run(tmp_path, [0.06] * 200)  # every response 60 ms
+    half = summarise_conditions(runs.assign(period_ms=50.0)).iloc[0]
+    assert (half["slow_1p_share_lo"], half["slow_1p_share_hi"]) == (1.0, 1.0)
+    unknown = summarise_conditions(runs.assign(period_ms=math.nan)).iloc[0]
+    assert (unknown["slow_1p_share_lo"], unknown["slow_1p_share_hi"]) == (0.0, 0.0)
+
+
+def test_one_runs_interval_follows_the_resamples_and_the_seed_asked_for(tmp_path):
+    rng = np.random.default_rng(7)
+    runs = _one_run(tmp_path, list(rng.lognormal(-6, 0.5, 4000)), wall_s=30.0)  # 30 blocks
+
+    def p99_interval(**kwargs):
+        row = summarise_conditions(runs, **kwargs).iloc[0]
+        return row["p99_ms_lo"], row["p99_ms_hi"]
+
+    assert p99_interval() == p99_interval(base_seed=0)  # the default seed is 0: reproducible
+    assert p99_interval(resamples=20) != p99_interval()
+    assert p99_interval(base_seed=1) != p99_interval()
