@@ -797,21 +797,13 @@ def _columns(runs: pd.DataFrame) -> tuple[dict[str, np.ndarray], np.ndarray]:
     return text, numeric
 
 
-def summarise_condition(
-    runs: pd.DataFrame, *, resamples: int = RESAMPLES, base_seed: int = 0
-) -> dict[str, Any]:
-    """One condition's row from its per-run rows (runs_summary), see the module docstring.
-
-    With 2 or more measured runs it reads nothing else; with one it reads that run's file for the
-    within-run interval. Failed repetitions (status failed) are counted (failed_runs) and described
-    (failure), never averaged in."""
-    text, numeric = _columns(runs)
-    return _summarise(text, numeric, resamples, base_seed)
-
-
 def _summarise(
     text: dict[str, np.ndarray], numeric: np.ndarray, resamples: int, base_seed: int
 ) -> dict[str, Any]:
+    """One condition's row from its per-run rows (_columns of its runs_summary rows), see the module
+    docstring. With 2 or more measured runs it reads nothing else; with one it reads that run's file
+    for the within-run interval. Failed repetitions (status failed) are counted (failed_runs) and
+    described (failure), never averaged in."""
     status = np.array([MEASURED if v is None else v for v in text["status"]], dtype=object)
     is_failed = status == FAILED
     failed = {c: v[is_failed] for c, v in text.items()}
