@@ -308,6 +308,8 @@ def test_each_bad_metadata_value_is_named_with_what_it_should_be():
             "run metadata environment lacks hey_version",
         ),
         (lambda m: m["requests"].pop("failed_source"), "run metadata requests lacks failed_source"),
+        (lambda m: m.update(cgroup=None), "run metadata cgroup is None, not a mapping"),
+        (lambda m: m.update(environment=[]), "run metadata environment is [], not a mapping"),
         (lambda m: m["window"].pop("end"), "run metadata window lacks end"),
         (lambda m: m["window"].pop("wall_s"), "run metadata window lacks wall_s"),
         (

@@ -1003,3 +1003,91 @@ def test_one_runs_interval_follows_the_resamples_and_the_seed_asked_for(tmp_path
     assert p99_interval() == p99_interval(base_seed=0)  # the default seed is 0: reproducible
     assert p99_interval(resamples=20) != p99_interval()
     assert p99_interval(base_seed=1) != p99_interval()
+
+
+# --- a run's row, field by field from its file -----------------------------------------------------------
+
+
+def _rewrite_meta(path, edit):
+    """The run file at path with its metadata changed by edit(meta) in place."""
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[META_KEY])
+    edit(meta)
+    pq.write_table(table.replace_schema_metadata({META_KEY: json.dumps(meta)}), path)
+    return path
+
+
+def test_a_runs_row_carries_its_files_limits_throttling_targets_and_load(tmp_path):
+    c = Condition("go", 0.5, 1024, 2, 10)
+    latencies = list(np.linspace(0.001, 0.2, 400))  # the slowest last, in the steady half
+    path = write_run(
+        tmp_path / "a.parquet",
+        c,
+        latencies,
+        wall_s=4.0,
+        meta_overrides={
+            "limits": {"swap_limit_bytes": 256 * 2**20},
+            "cgroup": {"nr_periods": 123, "nr_throttled": 45, "throttled_s": 6.5},
+            "load": {"concurrency": 7, "warmup_s": 3},
+            "environment": {"kernel": None},
+        },
+    )
+    row = summarise_run(path)
+    assert row["swap_limit_mb"] == 256.0
+    assert (row["nr_periods"], row["nr_throttled"], row["throttled_s"]) == (123, 45, 6.5)
+    assert (row["concurrency"], row["warmup_s"]) == (7, 3.0)
+    assert row["proxy_target_pct"] == 10 and row["sidecars_target_pct"] == 20
+    assert row["env_kernel"] is None and row["failure"] is None and row["status"] == "measured"
+    assert row["steady_p99_ms"] < row["max_ms"]  # the 99th percentile, not the slowest
+
+
+def test_a_file_without_the_optional_keys_reads_with_their_documented_defaults(tmp_path):
+    # A format 1 file (before window.load_s and requests.cap_reached were required) with only what it
+    # must hold: the rest reads as documented, not as an error or a guess.
+    c = Condition("go", 1, 2048, 0, 0)
+
+    def strip(meta):
+        meta["format_version"] = 1
+        del meta["window"]["load_s"], meta["repeat"], meta["requests"]["cap_reached"]
+        meta["window"]["wall_s"] = None
+        for section in ("limits", "host", "loadgen"):
+            meta[section] = None
+        meta["load"]["duration_s"] = 2.0
+
+    path = _rewrite_meta(write_run(tmp_path / "rep1.parquet", c, [0.001] * 10, wall_s=2.0), strip)
+    row = summarise_run(path)
+    assert row["cap_reached"] is False
+    assert row["wall_s"] == 2.0  # the load's duration without a window
+    assert math.isnan(row["swap_limit_mb"]) and math.isnan(row["host_cpus"])
+
+    def no_duration(meta):
+        meta["load"] = None
+
+    _rewrite_meta(path, no_duration)
+    with pytest.raises(RunFileError, match="neither window.wall_s nor load.duration_s is set"):
+        summarise_run(path)
+
+
+def test_a_runs_knobs_label_names_each_knob_set_and_a_bad_one_names_the_condition():
+    plain = Condition("go", 1, 2048, 0, 0).as_dict()
+    assert stats.knobs_label(plain) == "" and stats.knobs_label({"id": "x"}) == ""
+    tuned = Condition("go", 1, 2048, 0, 0, cpu_period_ms=5).as_dict()
+    assert stats.knobs_label(tuned) == "period 5 ms"
+    with pytest.raises(RunFileError, match="run condition 'bad': its knobs do not read back"):
+        stats.knobs_label({**tuned, "id": "bad", "cpu_period_ms": "five"})
+
+
+def test_the_load_model_comes_from_the_condition_or_the_load_section():
+    for meta in ({"condition": {"load_model": "open"}}, {"load": {"load_model": "open"}}):
+        assert stats.open_loop_columns(meta, np.array([]), 100.0, 0)["load_model"] == "open"
+    assert stats.open_loop_columns({}, np.array([]), 100.0, 0)["load_model"] == "closed"
+
+
+def test_an_open_runs_response_of_exactly_one_period_is_not_slower_than_it():
+    meta = {"open_loop": {"rate_per_s": 10, "summary": {"scheduled": 3, "late": 0, "dropped": 0}}}
+    found = stats.open_loop_columns(meta, np.array([0.05, 0.1, 0.1001]), 100.0, 0)
+    assert found["slow_1p_share"] == pytest.approx(1 / 3)
+
+
+def test_p0_is_the_smallest_observed_value():
+    assert stats.nearest_rank(np.array([1.0, 2.0, 3.0]), 0.0) == 1.0

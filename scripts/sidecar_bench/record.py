@@ -231,6 +231,8 @@ def validate_meta(meta: Mapping[str, Any]) -> None:
         ("container", CONTAINER_KEYS),
         ("environment", ENVIRONMENT_KEYS),
     ):
+        if not isinstance(meta[section], dict):
+            raise RunFileError(f"run metadata {section} is {meta[section]!r}, not a mapping")
         lacking = [key for key in keys if key not in meta[section]]
         if lacking:
             raise RunFileError(f"run metadata {section} lacks {', '.join(lacking)}")
