@@ -1091,3 +1091,27 @@ def test_an_open_runs_response_of_exactly_one_period_is_not_slower_than_it():
 
 def test_p0_is_the_smallest_observed_value():
     assert stats.nearest_rank(np.array([1.0, 2.0, 3.0]), 0.0) == 1.0
+
+
+def test_a_runs_row_names_its_knobs_prefers_the_window_and_reads_an_open_loop_section(tmp_path):
+    c = Condition("go", 1, 2048, 0, 0, cpu_period_ms=5)
+    path = write_run(
+        tmp_path / "a.parquet",
+        c,
+        [0.001] * 8 + [0.2] * 2,
+        wall_s=2.0,
+        meta_overrides={
+            "load": {"duration_s": 10},  # the window's own length (2 s) is what was measured
+            "open_loop": {
+                "arrivals": "poisson",
+                "rate_per_s": 10,
+                "summary": {"scheduled": 20, "late": 0, "dropped": 10, "sent_rate_per_s": 10},
+            },
+            "processes": [],  # no process read back: no CPU figure, no error
+        },
+    )
+    row = summarise_run(path)
+    assert row["knobs"] == "period 5 ms" and row["wall_s"] == 2.0
+    # 10 answered (2 slower than 5 ms periods) and 10 never answered, each slower than any threshold.
+    assert row["load_model"] == "open" and row["slow_1p_share"] == pytest.approx(12 / 20)
+    assert math.isnan(row["app_cpu_pct"])
