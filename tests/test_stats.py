@@ -197,8 +197,9 @@ def test_same_condition_twice_is_an_error(tmp_path):
     c = Condition("go", 1, 2048, 0, 0)
     a = write_run(tmp_path / "a" / f"{c.id}.parquet", c, [0.01])
     b = write_run(tmp_path / "b" / f"{c.id}.parquet", c, [0.01])
-    with pytest.raises(RunFileError, match="more than one run file"):
+    with pytest.raises(RunFileError, match="more than one run file") as refused:
         summarise_runs([a, b])
+    assert f"[{str(a)!r}, {str(b)!r}]" in str(refused.value)  # each file, the first one too
 
 
 def test_unknown_format_version_is_refused_with_the_file_named(tmp_path):
