@@ -3,6 +3,7 @@
 import fcntl
 import json
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -1390,6 +1391,18 @@ def test_containers_of_a_run_that_died_are_removed_before_the_next(client, engin
             pass
 
 
+def end_group(process: subprocess.Popen) -> None:
+    """Kill the watcher's whole process group, as a container's end kills its PID namespace: outside a
+    container an app the watcher left (an orphan) would otherwise live on and load the machine."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+    if process.stdin:
+        process.stdin.close()
+
+
 def run_watched(deadline_s: int, command: list[str], timeout_s: float = 10) -> tuple[int, float]:
     """The watcher as a container's entrypoint runs it (bash), its stdin held open as the runner's attach
     holds it: (exit status, seconds taken)."""
@@ -1399,12 +1412,12 @@ def run_watched(deadline_s: int, command: list[str], timeout_s: float = 10) -> t
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         return process.wait(timeout=timeout_s), time.monotonic() - started
     finally:
-        process.kill()
-        process.stdin.close()
+        end_group(process)
 
 
 def test_the_watcher_returns_the_status_of_an_app_that_ends_at_once():
@@ -1429,12 +1442,13 @@ def test_the_watcher_ends_at_once_when_its_stdin_is_already_closed():
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         process.stdin.close()
         try:
             found.append((process.wait(timeout=10), time.monotonic() - started))
         finally:
-            process.kill()
+            end_group(process)
     assert [status for status, _ in found] == [137] * 200
     assert max(took for _, took in found) < 5
 
@@ -1450,7 +1464,8 @@ def signals_at_default() -> None:
 def test_the_watcher_passes_a_signal_on_and_ends_with_the_apps_status(signum, status):
     # docker stop sends SIGTERM to PID 1, the watcher: the app must get it and the container must end with
     # the app's own status, not the watcher's 137.
-    app = f"trap 'exit {status}' {signum.name[3:]}; while :; do sleep 0.05; done"
+    # The app waits in wait(2); its trap ends it with its own status.
+    app = f"trap 'exit {status}' {signum.name[3:]}; sleep 60 & wait $!"
     process = subprocess.Popen(
         containers.watched(30, ["bash", "-c", app]),
         stdin=subprocess.PIPE,
@@ -1460,14 +1475,14 @@ def test_the_watcher_passes_a_signal_on_and_ends_with_the_apps_status(signum, st
         # background by a shell SIGINT is ignored, under nohup SIGHUP; bash cannot catch what it was
         # started ignoring).
         preexec_fn=signals_at_default,
+        start_new_session=True,  # the watcher, the app and its sleep: one group, all ended below
     )
     try:
         time.sleep(0.5)  # the app's trap set
         process.send_signal(signum)
         assert process.wait(timeout=10) == status
     finally:
-        process.kill()
-        process.stdin.close()
+        end_group(process)
 
 
 def test_the_watcher_ends_the_app_at_its_deadline_and_when_its_stdin_closes():
@@ -1478,9 +1493,13 @@ def test_the_watcher_ends_the_app_at_its_deadline_and_when_its_stdin_closes():
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     process.stdin.close()  # the runner's attach gone
-    assert process.wait(timeout=10) == 137
+    try:
+        assert process.wait(timeout=10) == 137
+    finally:
+        end_group(process)
 
 
 @pytest.mark.docker
