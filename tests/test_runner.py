@@ -1391,6 +1391,26 @@ def test_containers_of_a_run_that_died_are_removed_before_the_next(client, engin
             pass
 
 
+def signals_at_default() -> None:
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def start_watched(deadline_s: int, command: list[str]) -> subprocess.Popen:
+    """The watcher as a container's entrypoint runs it (bash), its stdin a pipe as the runner's attach.
+    In a process group of its own (end_group ends it all), every signal at its default as a container's
+    PID 1 starts: the suite may not (a shell's background job ignores SIGINT, nohup SIGHUP, and bash
+    cannot catch what it was started ignoring)."""
+    return subprocess.Popen(
+        containers.watched(deadline_s, command),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=signals_at_default,
+        start_new_session=True,
+    )
+
+
 def end_group(process: subprocess.Popen) -> None:
     """Kill the watcher's whole process group, as a container's end kills its PID namespace: outside a
     container an app the watcher left (an orphan) would otherwise live on and load the machine."""
@@ -1404,16 +1424,9 @@ def end_group(process: subprocess.Popen) -> None:
 
 
 def run_watched(deadline_s: int, command: list[str], timeout_s: float = 10) -> tuple[int, float]:
-    """The watcher as a container's entrypoint runs it (bash), its stdin held open as the runner's attach
-    holds it: (exit status, seconds taken)."""
+    """The watcher run to its end, its stdin held open: (exit status, seconds taken)."""
     started = time.monotonic()
-    process = subprocess.Popen(
-        containers.watched(deadline_s, command),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    process = start_watched(deadline_s, command)
     try:
         return process.wait(timeout=timeout_s), time.monotonic() - started
     finally:
@@ -1437,13 +1450,7 @@ def test_the_watcher_ends_at_once_when_its_stdin_is_already_closed():
     found = []
     for _ in range(200):
         started = time.monotonic()
-        process = subprocess.Popen(
-            containers.watched(30, ["sleep", "30"]),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        process = start_watched(30, ["sleep", "30"])
         process.stdin.close()
         try:
             found.append((process.wait(timeout=10), time.monotonic() - started))
@@ -1451,11 +1458,6 @@ def test_the_watcher_ends_at_once_when_its_stdin_is_already_closed():
             end_group(process)
     assert [status for status, _ in found] == [137] * 200
     assert max(took for _, took in found) < 5
-
-
-def signals_at_default() -> None:
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize(
@@ -1466,17 +1468,7 @@ def test_the_watcher_passes_a_signal_on_and_ends_with_the_apps_status(signum, st
     # the app's own status, not the watcher's 137.
     # The app waits in wait(2); its trap ends it with its own status.
     app = f"trap 'exit {status}' {signum.name[3:]}; sleep 60 & wait $!"
-    process = subprocess.Popen(
-        containers.watched(30, ["bash", "-c", app]),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        # A container's PID 1 starts with every signal at its default; this test may not (started in the
-        # background by a shell SIGINT is ignored, under nohup SIGHUP; bash cannot catch what it was
-        # started ignoring).
-        preexec_fn=signals_at_default,
-        start_new_session=True,  # the watcher, the app and its sleep: one group, all ended below
-    )
+    process = start_watched(30, ["bash", "-c", app])
     try:
         time.sleep(0.5)  # the app's trap set
         process.send_signal(signum)
@@ -1488,13 +1480,7 @@ def test_the_watcher_passes_a_signal_on_and_ends_with_the_apps_status(signum, st
 def test_the_watcher_ends_the_app_at_its_deadline_and_when_its_stdin_closes():
     status, took = run_watched(1, ["sleep", "30"])
     assert status == 137 and 0.9 < took < 10
-    process = subprocess.Popen(
-        containers.watched(30, ["sleep", "30"]),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    process = start_watched(30, ["sleep", "30"])
     process.stdin.close()  # the runner's attach gone
     try:
         assert process.wait(timeout=10) == 137
