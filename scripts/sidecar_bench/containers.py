@@ -55,12 +55,11 @@ trap 'kill -HUP "$main" 2>/dev/null' HUP
 # A plain wait on a pid returns its status even when it ended before the wait began (wait -n can
 # then miss it: "no such job"), and returns early, with status > 128, when a trapped signal comes.
 ended() { ! kill -0 "$main" 2>/dev/null; }
-until [ -n "$stop" ]; do
-  wait "$main"
+while :; do
   ended && { wait "$main"; exit; }
+  [ -n "$stop" ] && exit 137
+  wait "$main"
 done
-ended && { wait "$main"; exit; }
-exit 137
 """
 WATCH_NAME = "sidecar-bench-watch"
 
