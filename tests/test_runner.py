@@ -1145,7 +1145,9 @@ def test_the_cpu_window_closes_when_the_load_stops_however_many_rows(client, eng
     )
     # On the host's uptime clock (10 ms ticks): the CPU window ends within a CFS period or so of the load.
     assert -0.05 <= cpu["end_lag_s"] <= 0.2 and 0 <= cpu["start_lead_s"] <= 0.2, cpu
-    assert cpu["wall_s"] - window["load_s"] < 0.3, (cpu, window)
+    # The runner's own clock adds the two snapshots' exec round trips (~0.05 s each on a quiet host,
+    # more on a busy VM): the window is the lead, the load and the lag, with slack for those.
+    assert 0 <= cpu["wall_s"] - window["load_s"] <= 0.2 + 0.2 + 0.1, (cpu, window)
     assert meta["repeat"] == 2
 
 
