@@ -1413,6 +1413,14 @@ def start_watched(deadline_s: int, command: list[str]) -> subprocess.Popen:
     )
 
 
+def catches(pid: int, signum: int) -> bool:
+    """Whether process pid has a handler for signum (bash's trap): the SigCgt mask of /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
 def end_group(process: subprocess.Popen) -> None:
     """Kill the watcher's whole process group, as a container's end kills its PID namespace: outside a
     container an app the watcher left (an orphan) would otherwise live on and load the machine."""
@@ -1465,14 +1473,20 @@ def test_the_watcher_ends_at_once_when_its_stdin_is_already_closed():
 @pytest.mark.parametrize(
     "signum,status", [(signal.SIGTERM, 15), (signal.SIGINT, 2), (signal.SIGHUP, 1)]
 )
-def test_the_watcher_passes_a_signal_on_and_ends_with_the_apps_status(signum, status):
+def test_the_watcher_passes_a_signal_on_and_ends_with_the_apps_status(signum, status, tmp_path):
     # docker stop sends SIGTERM to PID 1, the watcher: the app must get it and the container must end with
     # the app's own status, not the watcher's 137.
-    # The app waits in wait(2); its trap ends it with its own status.
-    app = f"trap 'exit {status}' {signum.name[3:]}; sleep 60 & wait $!"
+    # The app waits in wait(2); its trap ends it with its own status. The signal is sent once the app has
+    # set its trap (it says so) and the watcher has set its own (its mask of caught signals shows HUP's, the
+    # last it sets; bash catches INT from its start): a fixed pause was a guess on a busy host.
+    ready = tmp_path / "trapped"
+    app = f"trap 'exit {status}' {signum.name[3:]}; : > {ready}; sleep 60 & wait $!"
     process = start_watched(30, ["bash", "-c", app])
     try:
-        time.sleep(0.5)  # the app's trap set
+        deadline = time.monotonic() + 10
+        while not (ready.exists() and catches(process.pid, signal.SIGHUP)):
+            assert time.monotonic() < deadline, "the app or the watcher's trap not set within 10 s"
+            time.sleep(0.02)
         process.send_signal(signum)
         assert process.wait(timeout=10) == status
     finally:
