@@ -96,7 +96,7 @@ def test_same_condition_same_interval_other_condition_other_draws():
 
 
 def test_weights_draw_whole_runs_then_their_blocks():
-    weights = draw_weights(seed_for("w"), [4, 6], 500)
+    weights = draw_weights(seed_for("w", 0), [4, 6], 500)
     assert weights.shape == (500, 10)
     # Two runs drawn: (0 or 1 or 2 copies of the first run) x 4 blocks + the rest x 6.
     first = weights[:, :4].sum(axis=1)
@@ -127,6 +127,22 @@ def test_the_interval_spans_1_96_bootstrap_standard_errors_either_side():
     rps = found.intervals["rps"]
     assert 1.90 <= (rps.hi - rps.lo) / 2 / se <= 2.02
     assert abs((rps.hi + rps.lo) / 2 - counts.mean()) < 0.1 * se
+
+
+def test_the_interval_ends_are_the_resampled_rates_at_the_tail_ranks():
+    # A percentile interval at confidence c of R resamples: its ends are the resampled statistics of rank
+    # R(1-c)/2 and R(1+c)/2 counted from the smallest (the inverted CDF). At c = 0.5 and R = 1000 these are
+    # the 250th and the 750th, with no float rounding in between. The resamples are the condition's own
+    # draws (seed_for, draw_weights); a resample's RPS is its responses over its seconds.
+    counts = 50 + (np.arange(200) * 7919) % 997
+    found = condition_intervals(
+        "ranks", [one_run_of_counts(counts)], 100.0, resamples=1000, confidence=0.5
+    )
+    weights = draw_weights(seed_for("ranks", 0), [len(counts)], 1000)
+    rates = np.sort(weights @ counts / weights.sum(axis=1))
+    assert rates[249] < rates[252] and rates[747] < rates[749]  # a rank off is another value
+    assert found.intervals["rps"].lo == pytest.approx(rates[249], rel=1e-12)
+    assert found.intervals["rps"].hi == pytest.approx(rates[749], rel=1e-12)
 
 
 def test_the_within_run_interval_covers_a_runs_true_rate_95_percent_of_the_time():

@@ -120,7 +120,7 @@ def metric_names(
     )
 
 
-def seed_for(condition_id: str, base_seed: int = 0) -> np.random.Generator:
+def seed_for(condition_id: str, base_seed: int) -> np.random.Generator:
     """The condition's own fixed random stream: reproducible, and independent of which other conditions run."""
     return np.random.default_rng([zlib.crc32(condition_id.encode()), base_seed])
 
