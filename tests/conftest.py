@@ -63,12 +63,13 @@ def hold_engine(owner: str):
 
 
 def as_from_a_terminal() -> None:
-    """preexec_fn: the signals a terminal sends (Ctrl-C, hang-up, quit) back to their defaults.
+    """preexec_fn: the signals a terminal sends (Ctrl-C, hang-up, quit) and SIGTERM back to their defaults,
+    as a terminal's command and a container's PID 1 start.
 
     A test run started in the background by a non-interactive shell (`cmd &`, nohup) inherits
     SIGINT and SIGQUIT ignored, and Python leaves an ignored SIGINT ignored: a Snakemake started
-    from it would never see the Ctrl-C a test sends it."""
-    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+    from it would never see the Ctrl-C a test sends it, and bash cannot trap what it was started ignoring."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
 
 

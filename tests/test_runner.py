@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from sidecar_bench import containers, hey, hosts, image, job, record, runner
-from conftest import hold_engine
+from conftest import as_from_a_terminal, hold_engine, wait_until
 from sidecar_bench.conditions import Condition, LoadSettings
 import sidecar_bench.measurement as measurement_module
 
@@ -1393,11 +1393,6 @@ def test_containers_of_a_run_that_died_are_removed_before_the_next(client, engin
             pass
 
 
-def signals_at_default() -> None:
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, signal.SIG_DFL)
-
-
 def start_watched(deadline_s: int, command: list[str]) -> subprocess.Popen:
     """The watcher as a container's entrypoint runs it (bash), its stdin a pipe as the runner's attach.
     In a process group of its own (end_group ends it all), every signal at its default as a container's
@@ -1408,7 +1403,7 @@ def start_watched(deadline_s: int, command: list[str]) -> subprocess.Popen:
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        preexec_fn=signals_at_default,
+        preexec_fn=as_from_a_terminal,
         start_new_session=True,
     )
 
@@ -1483,10 +1478,11 @@ def test_the_watcher_passes_a_signal_on_and_ends_with_the_apps_status(signum, st
     app = f"trap 'exit {status}' {signum.name[3:]}; : > {ready}; sleep 60 & wait $!"
     process = start_watched(30, ["bash", "-c", app])
     try:
-        deadline = time.monotonic() + 10
-        while not (ready.exists() and catches(process.pid, signal.SIGHUP)):
-            assert time.monotonic() < deadline, "the app or the watcher's trap not set within 10 s"
-            time.sleep(0.02)
+        wait_until(
+            lambda: ready.exists() and catches(process.pid, signal.SIGHUP),
+            10,
+            "the app or the watcher's trap not set within 10 s",
+        )
         process.send_signal(signum)
         assert process.wait(timeout=10) == status
     finally:
