@@ -185,6 +185,7 @@ def child(spec_path: str) -> None:
         timings["events"] = recorder.events
         timings["counts"] = recorder.counts
         Path(spec["timings"]).write_text(json.dumps(timings))
+    job.leave_quickly()  # as the rule script ends
 
 
 # ---------------------------------------------------------------- the parent: runs and analysis

@@ -10,7 +10,7 @@ sys.stderr = open(snakemake.log[0], "w")
 
 from sidecar_bench.experiment import resolve_experiment
 from sidecar_bench.hosts import lock_dir
-from sidecar_bench.job import main, on_failure_setting
+from sidecar_bench.job import leave_quickly, main, on_failure_setting
 
 main(
     condition=snakemake.params.condition,
@@ -46,3 +46,4 @@ main(
     # A host that lacks an image builds it from this workflow's task-image folder.
     task_image_dir=str(Path(snakemake.scriptdir).resolve().parents[1] / "task-image"),
 )
+leave_quickly()
