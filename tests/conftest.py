@@ -44,6 +44,10 @@ hypothesis.settings.register_profile(
 )
 hypothesis.settings.load_profile("mutation" if "MUTANT_UNDER_TEST" in os.environ else "suite")
 
+# Every chart spec the tests write, here and in the workflows they start, is checked against the Vega-Lite schema
+# (chart_files.chart_spec; the workflow itself skips the check).
+os.environ["SIDECAR_BENCH_CHECK_SPECS"] = "1"
+
 
 def hold_engine(owner: str):
     """Hold the local engine's measurement lock (as runs and builds do), yielding a client.
