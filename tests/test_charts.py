@@ -294,11 +294,18 @@ def test_a_latency_interval_down_to_zero_ends_at_heys_resolution_on_the_log_axis
 
 
 def test_each_format_is_written_as_chart_save_writes_it(charts, tmp_path):
-    """save_chart makes a chart's spec once for all formats: every file is byte for byte chart.save's."""
+    """save_chart makes a chart's spec once for all formats: every file is byte for byte chart.save's (for a chart
+    altair composes; the figures' own compound charts are altair's specs, tests/test_vlspec.py)."""
+    import altair as alt
+
     from sidecar_bench.chart_files import save_chart
 
     summary = pd.read_parquet(charts.parent / "summary.parquet")
-    chart = latency_rps_chart(summary, reference.load_reference(REFERENCE))
+    base = alt.Chart(summary).encode(x="total_sidecar_load_pct:Q", y="rps:Q", color="app:N")
+    chart = alt.hconcat(
+        alt.layer(base.mark_line(), base.mark_point()).properties(title="RPS"),
+        base.mark_point().encode(y="p99_ms:Q").properties(title="P99"),
+    ).properties(title=alt.Title("Both", subtitle=["a subtitle"]))
     written = save_chart(chart, tmp_path, "fast")
     configured = (
         chart.configure_axis(labelFontSize=11, titleFontSize=12)
@@ -313,3 +320,18 @@ def test_each_format_is_written_as_chart_save_writes_it(charts, tmp_path):
         assert (tmp_path / f"fast.{fmt}").read_bytes() == (tmp_path / f"ref.{fmt}").read_bytes(), (
             fmt
         )
+
+
+def test_a_spec_off_the_vega_lite_schema_is_refused_when_the_check_is_on(monkeypatch):
+    """The workflow skips the schema check (chart_spec); the suite turns it on (conftest) and it must fire."""
+    import altair as alt
+    import jsonschema
+
+    from sidecar_bench import chart_files
+
+    bad = alt.Chart(pd.DataFrame({"a": [1, 2]})).mark_point().encode(x="a:Q")
+    bad.encoding.x.type = "quantity"  # not one of Vega-Lite's types
+    with pytest.raises(jsonschema.ValidationError, match="quantity"):
+        chart_files.chart_spec(bad)
+    monkeypatch.setenv(chart_files.CHECK_ENV, "0")
+    assert chart_files.chart_spec(bad)["encoding"]["x"]["type"] == "quantity"

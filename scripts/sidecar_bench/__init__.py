@@ -16,7 +16,7 @@ intervals), timeseries (drift), flags, breaking (breaking points), adaptive (mor
 wide), capacity (the open loop's base rates), loadmodel (closed- or open-loop rows).
 
 Tables and charts: cells (what both read), table_format, tables (the article's), burn_tables, model_tables,
-mitigations, layouts, proxy_tables, openloop_report; chart_files, charts, burn_charts, model_charts,
+mitigations, layouts, proxy_tables, openloop_report; chart_files, vlspec (compound charts as specs), charts, burn_charts, model_charts,
 mitigation_charts, layout_charts; model and forward (the CPU-budget model); reference (the article's numbers);
 set_report (a published set's page).
 

@@ -33,6 +33,7 @@ from .cells import (
     runs_of,
     setup_name,
 )
+from . import vlspec
 from .chart_files import save_chart
 from .flags import FLAGS
 from .runfile import read_columns, read_failure
@@ -242,7 +243,7 @@ def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     return with_flags(data.dropna(subset=["value"]))
 
 
-def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
+def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartLike:
     data = figure_data(summary, ref)
     title = "Latency and RPS against total sidecar load"
     if data.empty:
@@ -272,7 +273,7 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelM
         )
         y_lat = alt.Y("value:Q", title="Latency (ms, log)", scale=alt.Scale(type="log"))
         panels = [
-            alt.layer(
+            vlspec.layer(
                 *ours_and_article(latency.encode(detail="series:N"), y_lat, "lo", "hi")
             ).properties(title=f"{name}: P50, P99", width=WIDTH, height=HEIGHT)
         ]
@@ -291,8 +292,8 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelM
             layers = ours_and_article(
                 rps.transform_filter(alt.datum.source == source), y_rps, "lo", "hi"
             )
-            panels.append(alt.layer(*layers).properties(title=label, width=WIDTH, height=HEIGHT))
-        rows.append(alt.hconcat(*panels).resolve_scale(y="independent"))
+            panels.append(vlspec.layer(*layers).properties(title=label, width=WIDTH, height=HEIGHT))
+        rows.append(vlspec.hconcat(*panels).resolve_scale(y="independent"))
     subtitle = [
         "Filled points and lines: ours, with 95 % interval bars; hollow diamonds: the article. RPS in two "
         "panels, each from zero on its own scale (ours and the article's differ in level; their drops "
@@ -302,7 +303,7 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelM
     if flagged:
         subtitle.append(flagged)
     return (
-        alt.vconcat(*rows)
+        vlspec.vconcat(*rows)
         .resolve_scale(color="shared", shape="shared", stroke="shared")
         .properties(title=alt.Title(title, subtitle=subtitle))
     )
@@ -363,7 +364,7 @@ def retained_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     return with_flags(data)
 
 
-def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
+def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartLike:
     data = retained_data(summary, ref)
     title = "RPS retained relative to the no-load baseline (3 sidecars)"
     if data.empty:
@@ -404,7 +405,7 @@ def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixi
     flagged = flagged_subtitle([data])
     if flagged:
         subtitle.append(flagged)
-    return alt.layer(*ours_and_article(base, y, "lo", "hi")).properties(
+    return vlspec.layer(*ours_and_article(base, y, "lo", "hi")).properties(
         width=520, height=300, title=alt.Title(title, subtitle=subtitle)
     )
 
@@ -485,7 +486,7 @@ def memory_data(
     return data
 
 
-def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
+def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartLike:
     data = memory_data(summary, ref)
     memory = baseline_memory(summary)
     title = f"RPS by memory limit, relative to {memory} MB (3 sidecars at 15 % each)"
@@ -517,7 +518,7 @@ def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
         )
         y = alt.Y("rel:Q", title=f"RPS / RPS at {memory} MB", scale=alt.Scale(zero=True))
         panels.append(
-            alt.layer(*ours_and_article(base, y, "rel_lo", "rel_hi")).properties(
+            vlspec.layer(*ours_and_article(base, y, "rel_lo", "rel_hi")).properties(
                 title=f"{vcpu:g} vCPU", width=220, height=240
             )
         )
@@ -535,7 +536,7 @@ def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> alt.TopLevelMixin:
     if flagged:
         subtitle.append(flagged)
     return (
-        alt.hconcat(*panels)
+        vlspec.hconcat(*panels)
         .resolve_scale(color="shared", shape="shared", y="shared")
         .properties(title=alt.Title(title, subtitle=subtitle))
     )
@@ -575,7 +576,7 @@ def tail_data(summary: pd.DataFrame) -> pd.DataFrame:
     return with_flags(data.dropna(subset=["share"]))
 
 
-def tail_share_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
+def tail_share_chart(summary: pd.DataFrame) -> vlspec.ChartLike:
     data = tail_data(summary)
     title = "Share of responses slower than 1, 2 and 3 CFS periods against total sidecar load"
     if data.empty:
@@ -616,7 +617,7 @@ def tail_share_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
             ],
         )
         panels.append(
-            alt.layer(*ours_and_article(base, y, "lo", "hi")[:4]).properties(
+            vlspec.layer(*ours_and_article(base, y, "lo", "hi")[:4]).properties(
                 title=name, width=WIDTH, height=HEIGHT
             )
         )
@@ -628,7 +629,7 @@ def tail_share_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
     if flagged:
         subtitle.append(flagged)
     return (
-        alt.concat(*panels, columns=2)
+        vlspec.concat(*panels, columns=2)
         .resolve_scale(color="shared")
         .properties(title=alt.Title(title, subtitle=subtitle))
     )
@@ -700,7 +701,7 @@ def period_labels(period: float, top: float, min_log_gap: float = 0.2) -> pd.Dat
 
 def distribution_chart(
     summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]
-) -> alt.TopLevelMixin:
+) -> vlspec.ChartLike:
     title = "Latency distribution: share of responses slower than x (log-log)"
     chosen = chosen_conditions(summary)
     files = run_files(runs)
@@ -810,7 +811,7 @@ def distribution_chart(
                     tooltip=["load:N", "what:N", alt.Tooltip("latency_ms:Q", format=".1f")],
                 )
             )
-        panels.append(alt.layer(*layers).properties(title=name, width=PANEL_WIDTH, height=260))
+        panels.append(vlspec.layer(*layers).properties(title=name, width=PANEL_WIDTH, height=260))
     subtitle = [
         f"Dashed: multiples of the CFS period ({period:g} ms). Hollow diamonds: the article's P50 (at 50 %) "
         "and P99 (at 1 %) for the same load. All repetitions pooled."
@@ -819,7 +820,7 @@ def distribution_chart(
     if flagged:
         subtitle.append(flagged)
     return (
-        alt.hconcat(*panels)
+        vlspec.hconcat(*panels)
         .resolve_scale(color="independent")
         .properties(title=alt.Title(title, subtitle=subtitle))
     )
@@ -856,7 +857,7 @@ def timeseries_data(summary: pd.DataFrame, runs: Sequence[str | Path]) -> pd.Dat
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def timeseries_chart(summary: pd.DataFrame, runs: Sequence[str | Path]) -> alt.TopLevelMixin:
+def timeseries_chart(summary: pd.DataFrame, runs: Sequence[str | Path]) -> vlspec.ChartLike:
     data = timeseries_data(summary, runs)
     title = "Per second: responses/s and P99, first repetition, at no load and the highest load"
     if data.empty:
@@ -890,7 +891,7 @@ def timeseries_chart(summary: pd.DataFrame, runs: Sequence[str | Path]) -> alt.T
             y=alt.Y("p99_ms:Q", title="P99 of the second (ms, log)", scale=alt.Scale(type="log"))
         )
         rows.append(
-            alt.hconcat(
+            vlspec.hconcat(
                 rps.properties(title=f"{name}: responses/s", width=WIDTH, height=150),
                 p99.properties(title=f"{name}: P99", width=WIDTH, height=150),
             ).resolve_scale(color="independent")
@@ -899,7 +900,7 @@ def timeseries_chart(summary: pd.DataFrame, runs: Sequence[str | Path]) -> alt.T
     flagged = flagged_subtitle([data.drop_duplicates("load")], lead="Marks after a load: flags")
     if flagged:
         subtitle.append(flagged)
-    return alt.vconcat(*rows).properties(title=alt.Title(title, subtitle=subtitle))
+    return vlspec.vconcat(*rows).properties(title=alt.Title(title, subtitle=subtitle))
 
 
 # --- output -------------------------------------------------------------------------------------------------
@@ -916,7 +917,7 @@ CHART_NAMES = (
 
 def build_charts(
     summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]
-) -> dict[str, alt.TopLevelMixin]:
+) -> dict[str, vlspec.ChartLike]:
     summary = measured_only(
         summary
     )  # a condition whose repetitions all failed has no point to draw

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import reference as refmod
+from . import vlspec
 from .cells import APP_NAMES, baseline_memory, ratios_over, runs_of, setup_name
 from .chart_files import save_chart
 from .charts import (
@@ -54,7 +55,7 @@ def model_flags(value) -> str:
     )
 
 
-def decomposition_chart(model: pd.DataFrame) -> alt.TopLevelMixin:
+def decomposition_chart(model: pd.DataFrame) -> vlspec.ChartLike:
     """Every condition: measured RPS against its decomposition (CPU left from its own measured sidecar CPU /
     calibrated cost), y = x and the 10 % band. A decomposition, not a prediction: the forward chart is that."""
     title = DECOMPOSITION_TITLE
@@ -163,7 +164,7 @@ def decomposition_chart(model: pd.DataFrame) -> alt.TopLevelMixin:
     if flagged:
         subtitle.append(flagged)
     return (
-        alt.layer(*layers)
+        vlspec.layer(*layers)
         .resolve_scale(x="shared", y="shared")
         .properties(width=460, height=400, title=alt.Title(title, subtitle=subtitle))
     )
@@ -351,7 +352,7 @@ def delivered_load_chart(
     ref: pd.DataFrame,
     model: pd.DataFrame | None = None,
     sidecar_burn: str | None = None,
-) -> alt.TopLevelMixin:
+) -> vlspec.ChartLike:
     """Each of the four sweeps twice: against the nominal load (the article's x-axis) and against the CPU the
     sidecars really used; RPS retained (ours and the article's on one scale) and P99."""
     data = delivered_data(summary, per_run, ref, model)
@@ -426,13 +427,13 @@ def delivered_load_chart(
                         )
                 label = "nominal load" if view == "nominal" else "measured sidecar CPU"
                 panels.append(
-                    alt.layer(*layers).properties(
+                    vlspec.layer(*layers).properties(
                         title=f"{name}: {'RPS retained' if metric == 'retained' else 'P99'} vs {label}",
                         width=WIDTH,
                         height=HEIGHT,
                     )
                 )
-        rows.append(alt.hconcat(*panels))
+        rows.append(vlspec.hconcat(*panels))
     burn = (
         f" Sidecars burn by {'CPU time' if sidecar_burn == 'cpu' else 'the wall clock'} "
         f"(load.sidecar_burn: {sidecar_burn})."
@@ -449,7 +450,7 @@ def delivered_load_chart(
     if flagged:
         subtitle.append(flagged)
     return (
-        alt.vconcat(*rows)
+        vlspec.vconcat(*rows)
         .resolve_scale(shape="shared", stroke="shared")
         .properties(title=alt.Title(title, subtitle=subtitle))
     )
@@ -499,7 +500,7 @@ def budget_line_data(summary: pd.DataFrame) -> pd.DataFrame:
     return with_flags(data)
 
 
-def budget_line_chart(summary: pd.DataFrame, sidecar_burn: str | None = None) -> alt.TopLevelMixin:
+def budget_line_chart(summary: pd.DataFrame, sidecar_burn: str | None = None) -> vlspec.ChartLike:
     """All sweeps on one axis: what share of the quota the sidecars used, against the share of RPS kept."""
     data = budget_line_data(summary)
     title = "RPS retained against the share of the quota the sidecars really used, every sweep"
@@ -535,7 +536,7 @@ def budget_line_chart(summary: pd.DataFrame, sidecar_burn: str | None = None) ->
         )
         line = alt.Chart(guide).mark_line(color="gray", strokeDash=[4, 4]).encode(x=x, y=y)
         panels.append(
-            alt.layer(
+            vlspec.layer(
                 line,
                 base.transform_filter("isValid(datum.lo) && isValid(datum.hi)")
                 .mark_rule()
@@ -557,7 +558,7 @@ def budget_line_chart(summary: pd.DataFrame, sidecar_burn: str | None = None) ->
     if flagged:
         subtitle.append(flagged)
     return (
-        alt.hconcat(*panels)
+        vlspec.hconcat(*panels)
         .resolve_scale(color="shared")
         .properties(title=alt.Title(title, subtitle=subtitle))
     )
