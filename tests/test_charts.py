@@ -335,3 +335,22 @@ def test_a_spec_off_the_vega_lite_schema_is_refused_when_the_check_is_on(monkeyp
         chart_files.chart_spec(bad)
     monkeypatch.setenv(chart_files.CHECK_ENV, "0")
     assert chart_files.chart_spec(bad)["encoding"]["x"]["type"] == "quantity"
+
+
+def test_the_javascript_bundle_is_made_once_and_kept_by_the_versions_that_make_it(monkeypatch, tmp_path):
+    """vl-convert bundles Vega-Embed afresh in every process (seconds); the charts keep it in the user's cache,
+    named by vl-convert's and Vega-Lite's versions, written whole, and an empty file is made again."""
+    import vl_convert
+
+    from sidecar_bench import chart_files
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    bundle = chart_files.javascript_bundle()
+    (path,) = (tmp_path / "sidecar-bench").iterdir()
+    assert vl_convert.__version__ in path.name and path.read_text() == bundle
+    assert "vega-embed" in bundle.lower()
+    path.write_text("// kept")
+    assert chart_files.javascript_bundle() == "// kept"  # read, not made again
+    path.write_text("")
+    assert chart_files.javascript_bundle() == bundle and path.read_text() == bundle
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
