@@ -337,7 +337,9 @@ def test_a_spec_off_the_vega_lite_schema_is_refused_when_the_check_is_on(monkeyp
     assert chart_files.chart_spec(bad)["encoding"]["x"]["type"] == "quantity"
 
 
-def test_the_javascript_bundle_is_made_once_and_kept_by_the_versions_that_make_it(monkeypatch, tmp_path):
+def test_the_javascript_bundle_is_made_once_and_kept_by_the_versions_that_make_it(
+    monkeypatch, tmp_path
+):
     """vl-convert bundles Vega-Embed afresh in every process (seconds); the charts keep it in the user's cache,
     named by vl-convert's and Vega-Lite's versions, written whole, and an empty file is made again."""
     import vl_convert
