@@ -3,8 +3,9 @@
 altair's own compound charts copy every subchart, deeply, at every level they are nested in, and again at every
 .properties, .resolve_scale and .to_dict: for the article set's figure (4 rows of 3 panels of 5 layers) that was
 most of the time the charts took. Here each altair chart is made into its spec once, when it joins a compound
-chart (its data frame read then, not when the chart is saved), and compound charts are plain dicts from then on. The result has altair's interface as far as the chart
-modules and save_chart use it: properties, resolve_scale and to_dict.
+chart (its data frame is read then, not when the chart is saved), and compound charts are plain dicts from then
+on. The result has altair's interface as far as the chart modules and save_chart use it: properties,
+resolve_scale and to_dict.
 
 A part's data goes where altair puts it (the top level's "datasets", by the hash of its rows), so equal data drawn
 in several panels is written once. Charts that need altair's own composition (facets over a layer, data given to a
