@@ -8,6 +8,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from . import vlspec
 from .cells import baseline_memory, setup_name
 from .charts import (
     DELIVERED_TITLE,
@@ -26,7 +27,7 @@ from .charts import (
 BURN_COLORS = {"wall": "#4c78a8", "cpu": "#f58518"}
 
 
-def burn_comparison_chart(long: pd.DataFrame) -> alt.TopLevelMixin:
+def burn_comparison_chart(long: pd.DataFrame) -> vlspec.ChartLike:
     """The four sweeps of the main figure with wall-clock and CPU-time sidecars: RPS retained, P99, and the
     sidecars' measured CPU, against the nominal load."""
     title = (
@@ -109,17 +110,17 @@ def burn_comparison_chart(long: pd.DataFrame) -> alt.TopLevelMixin:
                 )
             layers.append(flag_ring(base, y))
             panels.append(
-                alt.layer(*layers).properties(
+                vlspec.layer(*layers).properties(
                     title=f"{name}: {y.to_dict().get('title')}", width=WIDTH, height=HEIGHT
                 )
             )
-        rows.append(alt.hconcat(*panels))
+        rows.append(vlspec.hconcat(*panels))
     if not rows:
         return placeholder(
             title, "None of the main figure's four sweeps was measured under both settings."
         )
     return (
-        alt.vconcat(*rows)
+        vlspec.vconcat(*rows)
         .resolve_scale(color="shared")
         .properties(
             title=alt.Title(

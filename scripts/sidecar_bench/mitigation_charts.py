@@ -11,6 +11,7 @@ import math
 import altair as alt
 import pandas as pd
 
+from . import vlspec
 from .cells import ARTICLE_SETTINGS, knob_rows, setup_name
 from .charts import placeholder
 
@@ -49,7 +50,7 @@ def knobs_data(summary: pd.DataFrame) -> pd.DataFrame:
     return data.reset_index(drop=True)
 
 
-def knobs_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
+def knobs_chart(summary: pd.DataFrame) -> vlspec.ChartLike:
     """Per setup (a row): each knob's RPS ratio (left) and P99 ratio (right) to the article's settings at the
     same load, one colour per load; bars: 95 % intervals with both sides' run-to-run variation; filled points:
     intervals that exclude 1. Knobs in the order of their mean RPS ratio over the setups' loads."""
@@ -88,7 +89,7 @@ def knobs_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
     ]
     ticks = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20]
 
-    def panel(rows: pd.DataFrame, prefix: str, axis_title: str, labels: bool) -> alt.LayerChart:
+    def panel(rows: pd.DataFrame, prefix: str, axis_title: str, labels: bool) -> vlspec.Compound:
         scale = alt.Scale(type="log")
         axis = alt.Axis(values=ticks, format="~g")
         y_here = (
@@ -98,7 +99,7 @@ def knobs_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
         )
         base = alt.Chart(rows).encode(y=y_here, yOffset=offset, color=color, tooltip=tooltip)
         valid = f"isValid(datum.{prefix}_lo) && isValid(datum.{prefix}_hi) && datum.{prefix}_lo > 0"
-        return alt.layer(
+        return vlspec.layer(
             alt.Chart(rows)
             .transform_aggregate(rows="count()")
             .mark_rule(color="#555", strokeDash=[4, 3])
@@ -119,7 +120,7 @@ def knobs_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
     for setup in setups:
         part = data[data["setup"] == setup]
         rows.append(
-            alt.hconcat(
+            vlspec.hconcat(
                 panel(part, "rps_vs_article_settings", "RPS / the article's settings (log)", True),
                 panel(part, "p99_vs_article_settings", "P99 / the article's settings (log)", False),
                 spacing=12,
@@ -131,4 +132,4 @@ def knobs_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
         "Bars: 95 % intervals with both conditions' run-to-run variation; filled points: the interval "
         "excludes 1. Right of 1 is better for RPS, left of 1 for P99.",
     ]
-    return alt.vconcat(*rows, spacing=24).properties(title=alt.Title(title, subtitle=subtitle))
+    return vlspec.vconcat(*rows, spacing=24).properties(title=alt.Title(title, subtitle=subtitle))
