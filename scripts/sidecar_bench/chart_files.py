@@ -14,6 +14,8 @@ from typing import Any, Iterable
 import altair as alt
 from altair.vegalite.v6.schema.core import Root
 
+from .vlspec import ChartLike
+
 # Set (to anything but "" or "0") by the test suite for itself and the workflows it starts: every spec written is
 # checked against the Vega-Lite schema.
 CHECK_ENV = "SIDECAR_BENCH_CHECK_SPECS"
@@ -38,7 +40,7 @@ CONFIG = {
 }
 
 
-def chart_spec(chart: alt.TopLevelMixin) -> dict:
+def chart_spec(chart: ChartLike) -> dict:
     """The chart's Vega-Lite spec as chart.save makes it (every row inlined, none dropped), with CONFIG.
 
     Checked against the Vega-Lite schema only when CHECK_ENV is set (the tests set it): the check costs as much
@@ -95,7 +97,7 @@ class _InlineTemplate:
 
 
 def save_chart(
-    chart: alt.TopLevelMixin,
+    chart: ChartLike,
     out_dir: Path,
     name: str,
     formats: Iterable[str] = ("html", "png", "svg"),
