@@ -9,10 +9,11 @@ checkout's own results are not touched), asking for the preset's first N run fil
 (every condition's first repetition, then the second ones, ...), with the preset's load settings unless
 --duration/--warmup are given. Then reads each run file's measured window (its start and end, milliseconds,
 on the runner's clock) and its warm-up: a run's load starts at its window's start less its warm-up. Prints one
-JSON object: per gap between consecutive runs the harness seconds, their median, least and most, the same
+JSON object: per gap between consecutive runs the harness seconds, their median, least and most; the same
 less the next app's own start under its limits (its readiness, from the run's log: at 0.25 vCPU Next.js takes
-seconds to answer), the workflow's wall time and the share of it the runs' load took. Images the engine lacks are built first
-(outside every gap). Measure on an idle machine: a test suite or a build beside it changes the figures.
+seconds to answer); the workflow's wall time and the share of it the runs' load took. Images the engine lacks
+are built first (outside every gap). Measure on an idle machine: a test suite or a build beside it changes
+the figures.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 import altair as alt
 from altair.vegalite.v6.schema.core import Root
 
-from .vlspec import ChartLike
+from .vlspec import ChartLike, Compound, altair_spec
 
 # Set (to anything but "" or "0") by the test suite for itself and the workflows it starts: every spec written is
 # checked against the Vega-Lite schema.
@@ -45,8 +45,7 @@ def chart_spec(chart: ChartLike) -> dict:
 
     Checked against the Vega-Lite schema only when CHECK_ENV is set (the tests set it): the check costs as much
     as making the spec (its every data row is checked) and finds what the tests find, a chart module's mistake."""
-    with alt.data_transformers.enable("default"), alt.data_transformers.disable_max_rows():
-        spec = chart.to_dict(context={"pre_transform": False}, validate=False)
+    spec = chart.to_dict(validate=False) if isinstance(chart, Compound) else altair_spec(chart)
     spec.setdefault("config", {}).update(CONFIG)
     if os.environ.get(CHECK_ENV, "0") not in ("", "0"):
         Root.validate(spec)

@@ -14,7 +14,9 @@ layer for its parts) stay altair charts; they can be parts of a compound chart h
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import altair as alt
@@ -24,6 +26,19 @@ from altair.vegalite.v6.schema.core import Root
 # Keys only the top level of a spec has, in the order altair writes them around the spec's own keys.
 TOP_FIRST = ("config",)
 TOP_LAST = ("$schema", "datasets")
+
+
+@contextlib.contextmanager
+def rows_inlined() -> Iterator[None]:
+    """Data as chart.save writes it: every row inlined (altair's default transformer), none dropped."""
+    with alt.data_transformers.enable("default"), alt.data_transformers.disable_max_rows():
+        yield
+
+
+def altair_spec(chart: Any) -> dict[str, Any]:
+    """An altair chart's whole spec as chart.save makes it (rows inlined, no data pre-transformed), unchecked."""
+    with rows_inlined():
+        return chart.to_dict(validate=False, context={"pre_transform": False})
 
 
 class Compound:
@@ -104,12 +119,11 @@ def _part(
     """A part's spec and its top level's keys (config, $schema, datasets)."""
     if isinstance(chart, Compound):
         return chart._spec, chart._top
-    # As save_chart makes a spec: every row inlined, none dropped, no data pre-transformed.
-    with alt.data_transformers.enable("default"), alt.data_transformers.disable_max_rows():
-        if isinstance(getattr(chart, "data", None), pd.DataFrame):
-            chart = chart.copy(deep=False)
+    if isinstance(getattr(chart, "data", None), pd.DataFrame):
+        chart = chart.copy(deep=False)
+        with rows_inlined():
             chart.data = _rows(chart.data, made)
-        spec = chart.to_dict(validate=False, context={"pre_transform": False})
+    spec = altair_spec(chart)
     top = {key: spec.pop(key) for key in TOP_FIRST + TOP_LAST if key in spec}
     return spec, top
 
