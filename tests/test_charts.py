@@ -337,6 +337,21 @@ def test_a_spec_off_the_vega_lite_schema_is_refused_when_the_check_is_on(monkeyp
     assert chart_files.chart_spec(bad)["encoding"]["x"]["type"] == "quantity"
 
 
+def test_the_schema_check_sees_each_datasets_first_rows_and_every_other_key():
+    from sidecar_bench import chart_files
+
+    rows = [{"a": i} for i in range(10)]
+    spec = {
+        "datasets": {"d": rows},
+        "layer": [{"data": {"values": rows}, "mark": "point", "encoding": {"x": {"field": "a"}}}],
+    }
+    view = chart_files.schema_view(spec)
+    assert view["datasets"]["d"] == rows[: chart_files.CHECKED_ROWS]
+    assert view["layer"][0]["data"]["values"] == rows[: chart_files.CHECKED_ROWS]
+    assert view["layer"][0]["encoding"] == spec["layer"][0]["encoding"]
+    assert spec["datasets"]["d"] == rows and spec["layer"][0]["data"]["values"] == rows  # untouched
+
+
 def test_the_javascript_bundle_is_made_once_and_kept_by_the_versions_that_make_it(
     monkeypatch, tmp_path
 ):

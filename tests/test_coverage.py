@@ -114,7 +114,7 @@ def covered(template) -> pd.DataFrame:
                     }
                 )
             # Ratios of two conditions (retention, memory gain, Go vs Next.js): pairs of the simulated ones.
-            rows = [summary.iloc[i] for i in range(CONDITIONS)]
+            rows = summary.to_dict("records")
             true_ratio = truth["rps"].to_numpy()
             inside = 0
             for i in range(0, CONDITIONS, 2):
