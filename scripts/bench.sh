@@ -14,6 +14,9 @@
 # Node.js + npm (the Next.js app is built on the host) and debootstrap (base
 # images are made locally where no registry can be reached).
 set -euo pipefail
+# Python's bytecode cache (__pycache__, ignored by git) is kept whatever the environment asks: without it every
+# Snakemake job compiles the library again, and every pytest worker rewrites the tests' asserts (5 s a worker here).
+unset PYTHONDONTWRITEBYTECODE
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"

@@ -866,7 +866,9 @@ def _summarise(
     )
     for column in MEAN_COLUMNS:
         values = col[column][np.isfinite(col[column])]
-        row[column] = float(values.mean()) if len(values) else math.nan
+        row[column] = (
+            float(values.sum()) / len(values) if len(values) else math.nan
+        )  # mean()'s value
     for column in COUNT_COLUMNS:
         row[column] = int(np.nansum(col[column]))
     row["error_rate"] = _ratio(row["errors"], row["successful"] + row["errors"])
