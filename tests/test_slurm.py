@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -338,14 +339,19 @@ FAILING_RUN_SCRIPT = (
 )
 
 
-def test_a_failed_slurm_job_is_reported_with_its_state_and_its_log_is_kept(cluster, tmp_path):
+def test_a_failed_slurm_job_is_reported_with_its_state_and_its_log_is_kept(
+    cluster, finished, tmp_path
+):
     """A run job that fails on its node: snakemake says which SLURM job failed, in which state, and
     where its log is; the log, under results/logs/slurm/, holds what the job wrote; no run file."""
-    project = copy_project(tmp_path / "project")
-    write_config(project, **slurm_config())
+    # A copy of the measured project: its images are built, so the one job is the failing run.
+    project = tmp_path / "project"
+    shutil.copytree(finished[0], project, symlinks=True)
     (project / "workflow" / "scripts" / "run_condition.py").write_text(FAILING_RUN_SCRIPT)
-    target = f"results/{PRESET}/runs/{sorted(CONDITIONS)[0]}/rep1.parquet"
-    proc = start_snakemake(project, cluster, tmp_path / "snakemake.out", target)
+    target = f"results/{PRESET}/runs/{sorted(CONDITIONS)[0]}/rep3.parquet"
+    proc = start_snakemake(
+        project, cluster, tmp_path / "snakemake.out", target, "--config", "repeats=3"
+    )
     try:
         proc.wait(timeout=900)
     finally:
@@ -360,6 +366,7 @@ def test_a_failed_slurm_job_is_reported_with_its_state_and_its_log_is_kept(clust
     job_id, state = failed.groups()
     assert state == "FAILED", output[-4000:]
     assert cluster.finished_jobs()[job_id].state == "FAILED"
+    assert list(submissions(project, output)) == [job_id], output[-4000:]  # the run, no build
     job = submissions(project, output)[job_id]
     assert job["rule"] == "run_condition" and job["output"] == target, job
     log = Path(job["log"])
