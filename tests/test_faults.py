@@ -513,7 +513,7 @@ def test_an_engine_stopping_mid_task_run_leaves_what_the_next_sweep_removes(
             assert process.poll() is None, process.stdout.read().decode(errors="replace")[-3000:]
             parts = {
                 c.labels.get(runner.PART_LABEL)
-                for c in client.containers.list(filters={"label": label})
+                for c in client.containers.list(filters={"label": label}, ignore_removed=True)
             }
             return {"reader", "task", "loadgen"} <= parts and task_cgroups() != []
 

@@ -1575,7 +1575,7 @@ def test_the_task_and_the_load_generator_stop_within_seconds_of_the_runners_kill
         process.kill()
         process.wait(timeout=30)
         killed = time.monotonic()
-        while client.containers.list(filters=run_filter):  # running ones only
+        while client.containers.list(filters=run_filter, ignore_removed=True):  # running ones only
             assert time.monotonic() - killed < 15, (
                 "the task or the load generator outlived the runner"
             )

@@ -153,8 +153,11 @@ def engine():
 
 
 def left_of(client, condition):
+    """The run's containers. Polled while a run makes and removes them: one removed between the engine's list and
+    the SDK's inspect of it is left out (ignore_removed), not an error (it once failed the SIGINT case)."""
     return client.containers.list(
         all=True,
+        ignore_removed=True,
         filters={
             "label": [
                 f"{runner.PROJECT_LABEL}={runner.PROJECT}",
