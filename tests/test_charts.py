@@ -320,6 +320,10 @@ def test_each_format_is_written_as_chart_save_writes_it(charts, tmp_path):
         assert (tmp_path / f"fast.{fmt}").read_bytes() == (tmp_path / f"ref.{fmt}").read_bytes(), (
             fmt
         )
+    # Asked for alone, as the warm-up study asks for html and png, each is still chart.save's.
+    for fmt in ("png", "svg"):
+        (alone,) = save_chart(chart, tmp_path, f"alone-{fmt}", formats=(fmt,))
+        assert alone.read_bytes() == (tmp_path / f"ref.{fmt}").read_bytes(), fmt
 
 
 def test_a_spec_off_the_vega_lite_schema_is_refused_when_the_check_is_on(monkeypatch):

@@ -141,21 +141,20 @@ def save_chart(
         "vegaembed_version": alt.VEGAEMBED_VERSION,
     }
     formats = list(formats)
-    # vl-convert renders a PNG by drawing the chart's SVG: with both asked for, the chart is drawn once.
-    svg = _svg(spec.spec) if "png" in formats and "svg" in formats else None
+    # vl-convert makes a PNG by rasterising the chart's SVG: the chart is drawn once for both.
+    svg = _svg(spec.spec) if {"png", "svg"} & set(formats) else ""
     written = []
     for fmt in formats:
         path = out_dir / f"{name}.{fmt}"
-        with alt.data_transformers.disable_max_rows():
-            if fmt == "html":  # JavaScript inlined: opens without network
+        if fmt == "html":  # JavaScript inlined: opens without network
+            with alt.data_transformers.disable_max_rows():
                 save(spec, path, template=_InlineTemplate(), **versions)
-            elif fmt == "png" and svg is not None:
-                path.write_bytes(_png(svg))
-            elif fmt == "png":
-                save(spec, path, scale_factor=PNG_SCALE, **versions)
-            elif fmt == "svg" and svg is not None:
-                path.write_text(svg, encoding="utf-8")
-            else:
+        elif fmt == "png":
+            path.write_bytes(_png(svg))
+        elif fmt == "svg":
+            path.write_text(svg, encoding="utf-8")
+        else:  # any other format altair saves
+            with alt.data_transformers.disable_max_rows():
                 save(spec, path, **versions)
         written.append(path)
     return written

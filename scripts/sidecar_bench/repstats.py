@@ -91,7 +91,7 @@ def _finite(values: Iterable[float]) -> np.ndarray:
     return array if finite.all() else array[finite]
 
 
-def _mean(x: np.ndarray) -> float:
+def mean_of(x: np.ndarray) -> float:
     """x.mean() of a non-empty float array, bit for bit (numpy divides the same sum by the count), without
     numpy's per-call overhead: a coverage simulation asks for hundreds of thousands of means of 2-5 values."""
     return float(x.sum()) / len(x)
@@ -102,7 +102,7 @@ def run_cv(values: Iterable[float]) -> float:
     x = _finite(values)
     if len(x) < 2:
         return math.nan
-    mean = _mean(x)
+    mean = mean_of(x)
     if mean == 0:
         return math.nan
     return float(x.std(ddof=1)) / abs(mean)
@@ -113,7 +113,7 @@ def mean_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> Es
     x = _finite(values)
     if len(x) == 0:
         return Estimate(math.nan, math.nan, math.nan, 0, NONE)
-    mean = _mean(x)
+    mean = mean_of(x)
     if len(x) < 2:
         return Estimate(mean, math.nan, math.nan, 1, SINGLE)
     se = float(x.std(ddof=1)) / math.sqrt(len(x))

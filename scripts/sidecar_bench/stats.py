@@ -866,9 +866,7 @@ def _summarise(
     )
     for column in MEAN_COLUMNS:
         values = col[column][np.isfinite(col[column])]
-        row[column] = (
-            float(values.sum()) / len(values) if len(values) else math.nan
-        )  # mean()'s value
+        row[column] = repstats.mean_of(values) if len(values) else math.nan
     for column in COUNT_COLUMNS:
         row[column] = int(np.nansum(col[column]))
     row["error_rate"] = _ratio(row["errors"], row["successful"] + row["errors"])
