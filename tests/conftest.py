@@ -1,7 +1,9 @@
 import importlib
 import importlib.abc
 import importlib.util
+import fcntl
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -69,6 +71,9 @@ def hold_engine(owner: str):
         pytest.fail(f"no Docker engine answers ({err}); scripts/bench.sh test starts one")
 
 
+TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM)
+
+
 def as_from_a_terminal() -> None:
     """preexec_fn: the signals a terminal sends (Ctrl-C, hang-up, quit) and SIGTERM back to their defaults,
     as a terminal's command and a container's PID 1 start.
@@ -76,8 +81,17 @@ def as_from_a_terminal() -> None:
     A test run started in the background by a non-interactive shell (`cmd &`, nohup) inherits
     SIGINT and SIGQUIT ignored, and Python leaves an ignored SIGINT ignored: a Snakemake started
     from it would never see the Ctrl-C a test sends it, and bash cannot trap what it was started ignoring."""
-    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM):
+    for signum in TERMINAL_SIGNALS:
         signal.signal(signum, signal.SIG_DFL)
+
+
+def terminal_signals_preexec():
+    """as_from_a_terminal where this process ignores one of those signals, else None. Only an ignored
+    signal outlives exec (a handled one is set back to its default by it), and a preexec_fn makes
+    Popen fork the whole test process (14 ms with pandas loaded) where it would otherwise use vfork
+    (2 ms): for tests that start hundreds of processes."""
+    ignored = any(signal.getsignal(s) == signal.SIG_IGN for s in TERMINAL_SIGNALS)
+    return as_from_a_terminal if ignored else None
 
 
 def wait_until(predicate, timeout: float, what: str) -> None:
@@ -91,16 +105,32 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def quick_plan(tmp_path_factory):
+def quick_plan(tmp_path_factory, worker_id):
     """`snakemake -n --config preset=quick` in an unchanged copy of the project: one plan for the tests of several
-    modules that read it (each dry run costs seconds: Snakemake's start, the config's checks, the DAG)."""
+    modules that read it (each dry run costs seconds: Snakemake's start, the config's checks, the DAG). Made once
+    per suite: xdist's workers share this run's base directory, the first makes the plan, the others read it."""
     from workflow_helpers import copy_project, dry_run
 
-    plan = dry_run(
-        copy_project(tmp_path_factory.mktemp("quick-plan") / "project"), "--config", "preset=quick"
-    )
-    assert plan.returncode == 0, plan.output
-    return plan
+    def make():
+        plan = dry_run(
+            copy_project(tmp_path_factory.mktemp("quick-plan") / "project"),
+            "--config",
+            "preset=quick",
+        )
+        assert plan.returncode == 0, plan.output
+        return plan
+
+    if worker_id == "master":
+        return make()
+    shared = tmp_path_factory.getbasetemp().parent  # this run's, one per pytest run
+    with open(shared / "quick-plan.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = shared / "quick-plan.pickle"
+        if cached.exists():
+            return pickle.loads(cached.read_bytes())
+        plan = make()
+        cached.write_bytes(pickle.dumps(plan))
+        return plan
 
 
 @pytest.fixture(scope="module")

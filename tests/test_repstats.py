@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from sidecar_bench import repstats
@@ -258,9 +260,24 @@ def test_run_values_may_come_from_any_iterable():
     assert repstats.run_cv(iter([90.0, 100.0, 110.0])) == pytest.approx(0.1)
 
 
-@pytest.mark.parametrize("df", [1, 2, 4, 3.7, 12.25, 200])
+@pytest.mark.parametrize("df", [1, 2, 4, 3.7, 12.25, 200, 2.000001, math.inf])
 @pytest.mark.parametrize("confidence", [0.90, 0.95, 0.99])
 def test_the_cached_t_interval_is_scipys_bit_for_bit(df, confidence):
     for loc, scale in [(0.0, 1.0), (123.456, 7.89), (-0.3, 1e-6)]:
         expected = sps.t.interval(confidence, df, loc=loc, scale=scale)
         assert repstats.t_interval(confidence, df, loc, scale) == tuple(map(float, expected))
+
+
+@given(
+    st.lists(
+        st.floats(min_value=1e-6, max_value=1e7, allow_nan=False, allow_infinity=False),
+        min_size=2,
+        max_size=40,
+    )
+)
+def test_the_mean_variance_and_deviation_are_numpys_bit_for_bit(values):
+    x = np.array(values)
+    assert repstats.mean_of(x) == float(x.mean())
+    assert repstats.var_of(x) == float(x.var(ddof=1))
+    assert repstats.std_of(x) == float(x.std(ddof=1))
+    assert repstats.var_of(x, ddof=0) == float(x.var())

@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from sidecar_bench import containers, hey, hosts, image, job, record, runner
-from conftest import as_from_a_terminal, hold_engine, wait_until
+from conftest import hold_engine, terminal_signals_preexec, wait_until
 from sidecar_bench.conditions import Condition, LoadSettings
 import sidecar_bench.measurement as measurement_module
 
@@ -1405,7 +1405,7 @@ def start_watched(deadline_s: int, command: list[str]) -> subprocess.Popen:
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        preexec_fn=as_from_a_terminal,
+        preexec_fn=terminal_signals_preexec(),
         start_new_session=True,
     )
 

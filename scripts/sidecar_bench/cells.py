@@ -93,16 +93,20 @@ def runs_of(
     sidecar_count: int | None = None,
     memory_mb: int | None = None,
 ) -> pd.DataFrame:
-    rows = summary
+    """The summary's rows of one setup (any of its parts left out: any value), in the summary's order.
+    One mask, one selection: each selection copies every column, and the tables ask for hundreds."""
+    if app is None and vcpu is None and sidecar_count is None and memory_mb is None:
+        return summary
+    mask = np.ones(len(summary), dtype=bool)
     if app is not None:
-        rows = rows[rows["app"] == app]
+        mask &= (summary["app"] == app).to_numpy(dtype=bool, na_value=False)
     if vcpu is not None:
-        rows = rows[np.isclose(rows["vcpu"], vcpu)]
+        mask &= np.isclose(summary["vcpu"], vcpu)
     if sidecar_count is not None:
-        rows = rows[rows["sidecar_count"] == sidecar_count]
+        mask &= (summary["sidecar_count"] == sidecar_count).to_numpy(dtype=bool, na_value=False)
     if memory_mb is not None:
-        rows = rows[rows["memory_mb"] == memory_mb]
-    return rows
+        mask &= (summary["memory_mb"] == memory_mb).to_numpy(dtype=bool, na_value=False)
+    return summary[mask]
 
 
 def article_settings(summary: pd.DataFrame) -> pd.DataFrame:

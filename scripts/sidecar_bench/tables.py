@@ -190,7 +190,9 @@ def measure(rows: pd.DataFrame, metric: str) -> Measured:
 
 
 def measured_at(rows: pd.DataFrame, load: float, metric: str) -> Measured:
-    return measure(rows[np.isclose(rows["total_sidecar_load_pct"], load)], metric)
+    """measure() of the rows at one total load, taking only the columns it reads."""
+    columns = [c for c in (metric, f"{metric}_lo", f"{metric}_hi", "flags") if c in rows.columns]
+    return measure(rows.loc[np.isclose(rows["total_sidecar_load_pct"], load), columns], metric)
 
 
 def flags_text(codes) -> str:
