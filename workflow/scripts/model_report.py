@@ -38,7 +38,9 @@ from sidecar_bench.table_format import environment_note, write_table_files
 def read_frame(path):
     """A summary from .parquet (the workflow) or .csv (a published set)."""
     path = Path(path)
-    frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    # read_csv leaves a block per column: one copy joins them (else pandas warns that the frame is
+    # fragmented at its first new column, and every selection copies each column's block apart).
+    frame = pd.read_csv(path).copy() if path.suffix == ".csv" else pd.read_parquet(path)
     # The model is of the closed loop's throughput: open-loop cells run at a set rate.
     return closed_loop(frame)
 
