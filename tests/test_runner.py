@@ -9,14 +9,16 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
-from sidecar_bench import containers, hey, hosts, image, job, record, runner
+from sidecar_bench import containers, hey, hosts, image, job, preload, record, runner
 from conftest import hold_engine, terminal_signals_preexec, wait_until
 from sidecar_bench.conditions import Condition, LoadSettings
 import sidecar_bench.measurement as measurement_module
@@ -135,7 +137,7 @@ def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leav
     # README: runs are written to a temporary name and renamed; a reader never sees half a run.
     directory, samples, paths = two_run_files
     complete = sorted(p.name for p in paths)
-    write_table = record.pq.write_table
+    write_table = pq.write_table
     seen = []
 
     def written_not_yet_renamed(table, where, **kwargs):
@@ -154,7 +156,7 @@ def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leav
             ]
         )
 
-    monkeypatch.setattr(record.pq, "write_table", written_not_yet_renamed_hidden)
+    monkeypatch.setattr(pq, "write_table", written_not_yet_renamed_hidden)
     meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
     record.write_run(directory / "new.parquet", samples, meta)
     assert seen == [complete, complete, [True]]
@@ -163,7 +165,7 @@ def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leav
         write_table(table, where, **kwargs)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(record.pq, "write_table", interrupted)
+    monkeypatch.setattr(pq, "write_table", interrupted)
     before = paths[0].read_bytes()
     with pytest.raises(KeyboardInterrupt):
         record.write_run(paths[0], samples, meta)
@@ -1118,6 +1120,31 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
     assert host["total_s"] == pytest.approx(host["cpus"] * window_s, rel=0.1), (host, window_s)
     assert meta["loadgen"]["cpu_s"] > 0 and meta["requests"]["cap_reached"] is False
     assert leftovers(client, GO_TEST) == []
+
+
+@pytest.mark.docker
+def test_the_jobs_late_imports_end_before_its_warm_up_begins(client, engine, tmp_path, monkeypatch):
+    # preload.py: pandas and pyarrow are imported in a thread while the job waits on the engine; the run
+    # waits for them before any load. Here the "imports" take 2 s from the run's start: the warm-up (1 s)
+    # and the window come after they end, not beside them.
+    image_for(client, "sidecar-bench/task:go")
+    ended = []
+    late = threading.Thread(target=lambda: (time.sleep(2), ended.append(time.time())))
+    monkeypatch.setattr(preload, "_thread", late)
+    late.start()
+    out = tmp_path / "run.parquet"
+    runner.run_condition(
+        client,
+        Condition("go", 0.5, 2038, 0, 0),
+        LoadSettings(duration_s=1, warmup_s=1, concurrency=2, ready_timeout_s=60),
+        "sidecar-bench/task:go",
+        "sidecar-bench/loadgen:latest",
+        out,
+        "local",
+    )
+    _, meta = record.read_run(out)
+    window_start = datetime.fromisoformat(meta["window"]["start"]).timestamp()
+    assert window_start - ended[0] >= 1.0, (meta["window"], ended)
 
 
 @pytest.mark.docker

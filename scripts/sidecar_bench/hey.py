@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import pandas as pd
+# pandas is imported where hey's CSV is parsed, after the load (see record.py and preload.py).
+if TYPE_CHECKING:
+    import pandas as pd
 
 # hey's CSV header -> run file column, in hey's order.
 CSV_COLUMNS = {
@@ -140,6 +142,8 @@ def parse_csv(text: str) -> pd.DataFrame:
             f"hey CSV header is {header}, expected {list(CSV_COLUMNS)} (hey 0.1.4 with status-code and offset)"
         )
     body = "\n".join(lines[header_at:])
+    import pandas as pd
+
     frame = pd.read_csv(io.StringIO(body), dtype="float64")
     frame = frame.rename(columns=CSV_COLUMNS)
     if frame.isna().any().any():

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import docker
 import docker.errors
 
-from . import containers, record, runner
+from . import containers, preload, record, runner
 from .conditions import LoadSettings
 from .hosts import HostError, host_lock
 from .checks import check_host_capacity
@@ -226,6 +226,8 @@ def main(
     """
     if on_failure not in ON_FAILURE:
         raise RunError(f"on_failure is {on_failure!r}, not one of {', '.join(ON_FAILURE)}")
+    # pandas and pyarrow, needed after the load, imported while the job waits on the engine.
+    preload.start()
     terminal = sys.__stderr__
     for logger in map(logging.getLogger, RUN_LOGGERS):
         if not logger.handlers:

@@ -25,16 +25,19 @@ every run file read no row of it; the summaries list it as failed
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+# pandas and pyarrow are imported where a run file is made or read, not with this module: a run job
+# imports this module at its start and needs them only after its load (preload.py makes them then).
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
@@ -60,25 +63,41 @@ FAILURE_KEYS = (
     "time",
 )
 
-SCHEMA = pa.schema(
-    [
-        ("condition_id", pa.string()),
-        ("app", pa.string()),
-        ("vcpu", pa.float64()),
-        ("memory_mb", pa.int64()),
-        ("sidecar_count", pa.int64()),
-        ("sidecar_load_pct", pa.float64()),
-        ("total_sidecar_load_pct", pa.float64()),
-        ("response_time_s", pa.float64()),
-        ("dns_dialup_s", pa.float64()),
-        ("dns_s", pa.float64()),
-        ("request_write_s", pa.float64()),
-        ("response_delay_s", pa.float64()),
-        ("response_read_s", pa.float64()),
-        ("status_code", pa.int64()),
-        ("offset_s", pa.float64()),
-    ]
+# The rows' columns and Arrow types (SCHEMA: a pyarrow.Schema, made on first use).
+SCHEMA_FIELDS = (
+    ("condition_id", "string"),
+    ("app", "string"),
+    ("vcpu", "float64"),
+    ("memory_mb", "int64"),
+    ("sidecar_count", "int64"),
+    ("sidecar_load_pct", "float64"),
+    ("total_sidecar_load_pct", "float64"),
+    ("response_time_s", "float64"),
+    ("dns_dialup_s", "float64"),
+    ("dns_s", "float64"),
+    ("request_write_s", "float64"),
+    ("response_delay_s", "float64"),
+    ("response_read_s", "float64"),
+    ("status_code", "int64"),
+    ("offset_s", "float64"),
 )
+
+
+@functools.cache
+def schema() -> pa.Schema:
+    """The run file's Arrow schema (SCHEMA)."""
+    import pyarrow as pa
+
+    return pa.schema([(name, getattr(pa, kind)()) for name, kind in SCHEMA_FIELDS])
+
+
+def __getattr__(name: str) -> Any:
+    # record.SCHEMA, as importers name it, made when first asked for.
+    if name == "SCHEMA":
+        return schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 CONDITION_COLUMNS = (
     "condition_id",
     "app",
@@ -166,9 +185,9 @@ class RunRecord:
     meta: Mapping[str, Any]
 
     def __post_init__(self) -> None:
-        if not self.rows.schema.equals(SCHEMA):
+        if not self.rows.schema.equals(schema()):
             raise RunFileError(
-                f"rows do not have the run file schema:\n{self.rows.schema}\nexpected:\n{SCHEMA}"
+                f"rows do not have the run file schema:\n{self.rows.schema}\nexpected:\n{schema()}"
             )
         validate_meta(self.meta)
         if self.meta["requests"]["rows"] != self.rows.num_rows:
@@ -195,13 +214,16 @@ class RunRecord:
 
 def to_table(frame: pd.DataFrame) -> pa.Table:
     """A data frame with exactly the run file's columns -> Arrow table with the exact schema."""
-    missing = [name for name in SCHEMA.names if name not in frame.columns]
-    extra = [name for name in frame.columns if name not in SCHEMA.names]
+    import pyarrow as pa
+
+    names = schema().names
+    missing = [name for name in names if name not in frame.columns]
+    extra = [name for name in frame.columns if name not in names]
     if missing or extra:
         raise RunFileError(f"run rows: missing columns {missing}, unexpected columns {extra}")
     try:
         return pa.Table.from_pandas(
-            frame[SCHEMA.names], schema=SCHEMA, preserve_index=False
+            frame[names], schema=schema(), preserve_index=False
         ).replace_schema_metadata(None)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
         raise RunFileError(f"run rows do not convert to the run file schema: {err}") from err
@@ -303,6 +325,8 @@ def write_record(path: str | os.PathLike, record: RunRecord) -> Path:
 
 def _write_atomically(path: str | os.PathLike, table: Any) -> Path:
     """Write a Parquet table to a temporary name beside path, fsync, rename: never a partial file."""
+    import pyarrow.parquet as pq
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -373,14 +397,18 @@ def validate_failure(failure: Mapping[str, Any]) -> None:
 def write_failure(path: str | os.PathLike, failure: Mapping[str, Any]) -> Path:
     """Write a failure record (failure_record()) at a run file's path, atomically like a run file."""
     validate_failure(failure)
-    table = SCHEMA.empty_table().replace_schema_metadata(
-        {FAILURE_KEY: json.dumps(failure, sort_keys=True).encode()}
+    table = (
+        schema()
+        .empty_table()
+        .replace_schema_metadata({FAILURE_KEY: json.dumps(failure, sort_keys=True).encode()})
     )
     return _write_atomically(path, table)
 
 
 def read_failure(path: str | os.PathLike) -> dict[str, Any] | None:
     """The failure record's metadata if path is one, None if it is a run file (or anything else)."""
+    import pyarrow.parquet as pq
+
     metadata = pq.read_schema(path).metadata or {}
     if FAILURE_KEY not in metadata:
         return None
@@ -422,6 +450,8 @@ def read_run_meta(path: str | os.PathLike) -> dict[str, Any]:
     """A run file's metadata (the b"sidecar_bench" JSON), without reading the rows.
 
     Raises FailedRunError for a failure record: it holds no measurement."""
+    import pyarrow.parquet as pq
+
     metadata = pq.read_schema(path).metadata or {}
     if FAILURE_KEY in metadata:
         failure = json.loads(metadata[FAILURE_KEY])
@@ -443,6 +473,8 @@ def read_run_meta(path: str | os.PathLike) -> dict[str, Any]:
 
 def read_run(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
     """A run file -> (rows as a data frame, metadata)."""
+    import pyarrow.parquet as pq
+
     meta = read_run_meta(path)
     table = pq.read_table(path)
     return table.replace_schema_metadata(None).to_pandas(), meta

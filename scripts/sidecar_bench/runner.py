@@ -54,7 +54,7 @@ from typing import Any, Mapping
 import docker
 import docker.errors
 
-from . import cgroup, environment, hey, knobs, openloop, record, taskcgroup, warmup
+from . import cgroup, environment, hey, knobs, openloop, preload, record, taskcgroup, warmup
 from . import proxy as proxymod
 from .checks import check_app_environment, check_host_capacity, check_limits
 from .conditions import Condition, LoadSettings
@@ -198,6 +198,8 @@ def run_condition(
                 measurement.start()
                 ready_s = measurement.wait_ready()
                 log.info("%s: app ready after %.1f s", condition.id, ready_s)
+                # The job's imports for after the load end before any load begins (preload.py).
+                preload.wait()
                 if load.warmup.until_steady:
                     # Warm-up until steady (warmup.py): bursts until the rate stops rising.
                     warmed = warm_until_steady(measurement)

@@ -1,0 +1,48 @@
+"""The run job's late imports (preload.py): what the job imports at its start leaves pandas and pyarrow out,
+and preload imports them in a thread of its own. That the run waits for them before its load is tested on the
+real engine (test_runner.py)."""
+
+import subprocess
+import sys
+
+from workflow_helpers import ROOT
+
+LATE = ("pandas", "pyarrow", "pyarrow.parquet", "numpy")
+
+
+def imported_after(code: str) -> set[str]:
+    """The late modules imported once `code` ran in a fresh interpreter, as a run job starts."""
+    found = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys\nprint(' '.join(sorted(sys.modules)))"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(found.stdout.split()) & set(LATE)
+
+
+def test_the_run_job_starts_without_pandas_or_pyarrow():
+    # What workflow/scripts/run_condition.py imports before it calls job.main.
+    code = (
+        "from sidecar_bench.experiment import resolve_experiment\n"
+        "from sidecar_bench.hosts import lock_dir\n"
+        "from sidecar_bench.job import leave_quickly, main, on_failure_setting\n"
+    )
+    assert imported_after(code) == set()
+
+
+def test_preload_imports_them_in_a_thread_and_wait_returns_once_they_are_in():
+    code = (
+        "import threading\n"
+        "from sidecar_bench import preload\n"
+        "preload.start()\n"
+        "assert preload._thread is not threading.current_thread() and preload._thread.daemon\n"
+        "preload.wait()\n"
+        "assert not preload._thread.is_alive()\n"
+    )
+    assert imported_after(code) == set(LATE)
+
+
+def test_wait_without_start_returns_at_once():
+    assert imported_after("from sidecar_bench import preload\npreload.wait()") == set()
