@@ -8,11 +8,15 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 from urllib.parse import urlsplit
 
-import jsonschema
 import yaml
+
+# jsonschema is imported where a config is validated (check_config): a run job resolves the workflow's
+# validated config and never validates, and the import is a tenth of a second of every run.
+if TYPE_CHECKING:
+    import jsonschema
 
 from .adaptive import AdaptiveSettings, settings_from_config
 from .conditions import (
@@ -64,6 +68,8 @@ def _with_defaults(validator_class):
                     instance[name] = copy.deepcopy(subschema["default"])
         yield from validate_properties(validator, properties, instance, schema)
 
+    import jsonschema
+
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
@@ -109,6 +115,8 @@ def check_config(
     for section in ("load", "sets", "presets", "repeats", "adaptive"):
         if section in config:
             config[section] = _numbers_from_text(config[section])
+    import jsonschema
+
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(
         validator.iter_errors(config),
