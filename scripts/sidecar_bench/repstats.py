@@ -185,13 +185,13 @@ def ratio_to_exact(
     logs = _logs(num)
     if logs is None:
         return Estimate(float(num.mean() / denominator), math.nan, math.nan, len(num), NONE)
-    value = math.exp(float(logs.mean())) / denominator
+    value = math.exp(mean_of(logs)) / denominator
     if len(num) < 2:
         return Estimate(value, math.nan, math.nan, 1, SINGLE)
     se = std_of(logs) / math.sqrt(len(logs))
     if se == 0:
         return Estimate(value, value, value, len(num), ONE_SAMPLE_LOG)
-    lo, hi = t_interval(confidence, len(logs) - 1, float(logs.mean()), se)
+    lo, hi = t_interval(confidence, len(logs) - 1, mean_of(logs), se)
     return Estimate(
         value, math.exp(lo) / denominator, math.exp(hi) / denominator, len(num), ONE_SAMPLE_LOG
     )
