@@ -27,8 +27,10 @@ resampling them understates how much a new run can differ.
 - Run-to-run CV = s / mean (R >= 2), shown per condition so a reader sees how
   much runs differ.
 
-scipy.stats supplies the t and Welch machinery; nothing here is hand-rolled
-beyond the log transform.
+scipy supplies the t quantiles (scipy.special.stdtrit, the function scipy.stats.t
+takes them from: the tests check t_interval against scipy.stats.t.interval bit for
+bit, and the ratio's interval against scipy.stats.ttest_ind's Welch test, whose
+Welch-Satterthwaite degrees of freedom ratio_interval writes out).
 """
 
 from __future__ import annotations
