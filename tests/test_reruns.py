@@ -102,7 +102,8 @@ def test_a_load_setting_that_changes_a_measurement_reruns_every_run(finished, ke
 
 @pytest.mark.workflow
 def test_a_warmup_for_one_app_reruns_that_apps_runs_only(finished):
-    change_config(finished, ("load", "app_warmup_s"), {"next": 30})
+    # The quick preset sets its own warmup_s, so the default's per-app warm-ups are not its own (below).
+    change_config(finished, ("presets", "quick", "load", "app_warmup_s"), {"next": 30})
     plan = plan_runs(finished)
     assert plan.returncode == 0, plan.output
     assert plan.conditions == {c for c in MATRIX | CALIBRATION if c.startswith("next_")}, (
@@ -124,6 +125,9 @@ def test_a_warmup_for_one_app_reruns_that_apps_runs_only(finished):
         (("on_failure",), "record"),
         (("presets", "quick", "on_failure"), "record"),
         (("load", "warmup", "max_s"), 40),  # a key of until_steady while the mode stays fixed
+        # A preset that sets its own warmup_s (quick: 0) sets every app's: the default's per-app warm-ups
+        # are not its own.
+        (("load", "app_warmup_s"), {"next": 45, "go": 10}),
     ],
     ids=lambda part: ".".join(part) if isinstance(part, tuple) else None,
 )

@@ -982,6 +982,26 @@ def test_progress_line_counts_existing_run_files_and_estimates_the_rest(tmp_path
     )
 
 
+def test_the_eta_gives_each_remaining_run_its_own_apps_warm_up(tmp_path):
+    # 2 Go and 3 Next.js runs to go: 2 x (5 + 10 + 5) + 3 x (30 + 10 + 5) = 175 s, whichever app starts.
+    files = [tmp_path / app / f"rep{r}.parquet" for app in ("go_a", "next_b") for r in (1, 2, 3)]
+    files[0].parent.mkdir()
+    files[0].touch()
+    load = LoadSettings(duration_s=10, warmup_s=5, app_warmup_s={"next": 30})
+    progress = {"total": 6, "run_files": [str(f) for f in files], "overhead_s": 5}
+    for condition in ("go_a", "next_b"):
+        line = job.progress_line("start", condition, "local", load, progress)
+        assert line.endswith("[1/6 done, ETA 3m]"), line  # 175 s, rounded up to whole minutes
+    # Without the files (a count only) every run is estimated at this run's app.
+    counted = {"total": 6, "done": 1, "overhead_s": 5}
+    assert job.progress_line("start", "go_a", "local", load, counted).endswith(
+        "ETA 2m]"
+    )  # 5 x 20 s
+    assert job.progress_line("start", "next_b", "local", load, counted).endswith(
+        "ETA 4m]"
+    )  # 5 x 45 s
+
+
 # ---- real engine ------------------------------------------------------------------------------
 
 import docker  # noqa: E402

@@ -166,12 +166,22 @@ def config_with(warmup):
 
 
 def test_the_fixed_default_keeps_todays_rerun_trigger_and_until_steady_is_part_of_it():
-    assert load_experiment(config_with({})).load.measured() == {
+    load = load_experiment(config_with({})).load
+    assert load.measured() == {
+        "duration_s": 10,
+        "concurrency": 10,
+        "warmup_s": 5,
+        "sidecar_burn": "wall",
+        "app_warmup_s": {"next": 30},
+    }
+    # What each app's runs get (and their trigger): Go 5 s, Next.js 30 s, as the warm-up study found.
+    assert load.for_app("go").measured() == {
         "duration_s": 10,
         "concurrency": 10,
         "warmup_s": 5,
         "sidecar_burn": "wall",
     }
+    assert load.for_app("next").measured()["warmup_s"] == 30
     steady = load_experiment(config_with({"mode": "until_steady", "max_s": 40})).load.measured()
     assert steady["warmup"] == {
         "mode": "until_steady",
@@ -180,6 +190,25 @@ def test_the_fixed_default_keeps_todays_rerun_trigger_and_until_steady_is_part_o
         "window_s": 3,
         "tolerance": 0.05,
     }
+
+
+def test_a_preset_that_sets_warmup_s_sets_it_for_every_app_unless_it_names_app_warmups_too():
+    data = yaml.safe_load((ROOT / "config.yaml").read_text())
+
+    def warmups(preset):
+        load = load_experiment({**data, "preset": preset}).load
+        return {app: load.for_app(app).warmup_s for app in ("go", "next")}
+
+    assert warmups("article") == {"go": 5, "next": 30}  # the defaults
+    assert warmups("figure") == {"go": 5, "next": 30}
+    assert warmups("quick") == {"go": 0, "next": 0}  # warmup_s: 0 is no warm-up for any app
+    assert warmups("study-10s-warm") == {"go": 5, "next": 5}
+    data["presets"]["quick"]["load"]["app_warmup_s"] = {"next": 7}
+    assert warmups("quick") == {"go": 0, "next": 7}
+    data["presets"]["figure"]["load"] = {
+        "app_warmup_s": {"go": 2}
+    }  # its own, in place of the default's
+    assert warmups("figure") == {"go": 2, "next": 5}
 
 
 @pytest.mark.parametrize(

@@ -136,6 +136,20 @@ def load_experiment(
     return resolve_experiment(check_config(config, schema_path, source), source)
 
 
+def preset_load(default: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """A preset's load settings: config.yaml's load with the preset's own keys in place of its keys.
+
+    A preset that sets warmup_s sets every app's warm-up: the default per-app warm-ups
+    (load.app_warmup_s) are dropped unless the preset names its own. So `warmup_s: 0` means no
+    warm-up for any app, as it reads, and a preset keeps the default's Next.js warm-up only by
+    leaving warmup_s alone.
+    """
+    load = {**default, **own}
+    if "warmup_s" in own and "app_warmup_s" not in own:
+        load.pop("app_warmup_s", None)
+    return load
+
+
 def resolve_experiment(config: Mapping[str, Any], source: str = "config.yaml") -> Experiment:
     """The experiment of a config check_config has returned (validated, defaults filled in), without
     validating it again: the preset resolved, its matrix expanded, and what the schema cannot say checked
@@ -151,7 +165,7 @@ def resolve_experiment(config: Mapping[str, Any], source: str = "config.yaml") -
     twice = [name for i, name in enumerate(listed) if name in listed[:i]]
     if twice:
         raise ConfigError(f"{source}: presets.{preset}.sets: {twice[0]!r} is listed twice")
-    load = {**config["load"], **chosen.get("load", {})}
+    load = preset_load(config["load"], chosen.get("load") or {})
     try:
         conditions = expand_matrix(config["sets"], chosen["sets"])
         # Open-loop conditions bring their rate's source: the setup's closed loop with idle sidecars.

@@ -24,7 +24,7 @@ import docker
 import docker.errors
 
 from . import containers, preload, record, runner
-from .conditions import LoadSettings
+from .conditions import APPS, LoadSettings
 from .hosts import HostError, host_lock
 from .checks import check_host_capacity
 from .containers import engine_address, remove_container
@@ -174,19 +174,39 @@ def progress_line(
     progress: Mapping[str, Any] | None,
     repeat: int = 1,
 ) -> str:
-    """One terminal line: `sidecar-bench: start go_cpu0.25_... rep 2 on local [12/228 done, ETA 19m]`."""
+    """One terminal line: `sidecar-bench: start go_cpu0.25_... rep 2 on local [12/228 done, ETA 19m]`.
+
+    load: the experiment's settings (with load.app_warmup_s): each remaining run is estimated at its own
+    app's warm-up (its file's condition id starts with the app), a run of another app at this one's."""
     line = f"sidecar-bench: {event} {condition_id} rep {repeat} on {host}"
     if not progress:
         return line
     total = progress.get("total")
     files = progress.get("run_files")
-    done = sum(Path(f).exists() for f in files) if files is not None else progress.get("done")
+    if files is not None:
+        remaining_files = [f for f in files if not Path(f).exists()]
+        done = len(files) - len(remaining_files)
+    else:
+        done = progress.get("done")
     if total is None or done is None:
         return line
+    overhead = float(progress.get("overhead_s", DEFAULT_OVERHEAD_S))
+    this_app = condition_id.split("_", 1)[0]
+    per_app: dict[str, float] = {}
+
+    def per_run(app: str) -> float:
+        if app not in per_app:
+            settings = load.for_app(app if app in APPS else this_app)
+            warm = settings.warmup.min_s if settings.warmup.until_steady else settings.warmup_s
+            per_app[app] = warm + settings.duration_s + overhead
+        return per_app[app]
+
     remaining = max(total - done, 0)
-    warm = load.warmup.min_s if load.warmup.until_steady else load.warmup_s
-    per_run = warm + load.duration_s + float(progress.get("overhead_s", DEFAULT_OVERHEAD_S))
-    return f"{line} [{done}/{total} done, ETA {_duration(remaining * per_run)}]"
+    if files is not None and remaining == len(remaining_files):
+        seconds = sum(per_run(Path(f).parent.name.split("_", 1)[0]) for f in remaining_files)
+    else:
+        seconds = remaining * per_run(this_app)
+    return f"{line} [{done}/{total} done, ETA {_duration(seconds)}]"
 
 
 def _duration(seconds: float) -> str:
@@ -237,7 +257,8 @@ def main(
             logger.setLevel(logging.INFO)
     cond = as_condition(condition)
     # The app's own warm-up (load.app_warmup_s), as its rerun trigger (get_load) says.
-    settings = as_load(load).for_app(cond.app)
+    base = as_load(load)
+    settings = base.for_app(cond.app)
     refs = {part: json.loads(Path(path).read_text()) for part, path in image_refs.items()}
     task_ref = refs["task"]
     if task_ref.get("variant") not in (None, cond.variant):
@@ -253,7 +274,7 @@ def main(
                 client,
             ):
                 print(
-                    progress_line("start", cond.id, host["name"], settings, progress, repeat),
+                    progress_line("start", cond.id, host["name"], base, progress, repeat),
                     file=terminal,
                     flush=True,
                 )
@@ -342,8 +363,7 @@ def main(
         wall - settings.duration_s - settings.warmup_s,
     )
     print(
-        progress_line("done", cond.id, host["name"], settings, progress, repeat)
-        + f" ({wall:.0f} s)",
+        progress_line("done", cond.id, host["name"], base, progress, repeat) + f" ({wall:.0f} s)",
         file=terminal,
         flush=True,
     )
