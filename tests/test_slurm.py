@@ -8,8 +8,9 @@ node, CPUs allocated, start and end of every job) and the log SLURM wrote for ea
 (`sbatch --output`), which names the rule and the file the job made.
 
 The cluster has no accounting database, so the tests add the one setting the profile
-names for that case (`--slurm-status-command squeue`), and check job states after 2 s
-rather than the executor's default 40 s. Skipped only where SLURM is missing and apt-get
+names for that case (`--slurm-status-command squeue`), and check job states every 2 s
+rather than after the executor's default 40 s and its back-off of 10 s more a check
+(tests/slurm_snakemake.py). Skipped only where SLURM is missing and apt-get
 cannot install it (not root, or not Debian/Ubuntu); `scripts/bench.sh test` installs it.
 """
 
@@ -21,6 +22,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +47,8 @@ CONDITIONS = {f"go_cpu0.5_mem{MEMORY_MB}_sc0_load00", f"go_cpu0.5_mem{MEMORY_MB}
 # Long enough that a measurement seen running is still running when the test presses Ctrl-C.
 DURATION_S = 8
 PROJECT_LABEL = "org.sidecar-bench.project=sidecar-bench"
+# snakemake with the executor's status checks every 2 s, without its back-off (slurm_snakemake.py).
+SLURM_SNAKEMAKE = (sys.executable, str(Path(__file__).with_name("slurm_snakemake.py")))
 SUBMITTED = re.compile(
     r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+?)\)\.?$", re.M
 )
@@ -82,7 +86,7 @@ def start_snakemake(
     with open(output, "w") as out:
         return subprocess.Popen(
             [
-                SNAKEMAKE,
+                *SLURM_SNAKEMAKE,
                 "--workflow-profile",
                 "slurm",
                 "--slurm-status-command",
