@@ -20,7 +20,9 @@ def _interval(executor) -> float:
 
 
 # Read by the executor's sleep between checks; what the plugin writes (its back-off) is ignored.
-slurm.Executor.next_seconds_between_status_checks = property(_interval, lambda executor, value: None)
+slurm.Executor.next_seconds_between_status_checks = property(
+    _interval, lambda executor, value: None
+)
 
 if __name__ == "__main__":
     sys.exit(main())
