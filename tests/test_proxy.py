@@ -318,6 +318,18 @@ def test_the_proxy_cost_is_its_cpu_share_over_rps_with_a_t_interval():
     assert row["rps_lo"] < 820 < row["rps_hi"]
 
 
+def test_the_comparisons_intervals_end_where_the_metric_can():
+    # Two runs far apart: t with 1 degree of freedom reaches below 0 and past 1, which no latency or share can.
+    runs = runs_frame()
+    hap = runs["condition_id"] == "hap"
+    runs.loc[hap, "p50_ms"] = [5.0, 400.0]
+    runs.loc[hap, "slow_1p_share"] = [0.05, 0.95]
+    row = proxy_tables.comparison(runs).set_index("condition_id").loc["hap"]
+    assert row["p50_ms_lo"] == 0.0 and row["p50_ms_hi"] > 400
+    assert row["slow_1p_share_lo"] == 0.0 and row["slow_1p_share_hi"] == 1.0
+    assert row["p50_ms"] == pytest.approx(202.5)  # the value stays the mean of the runs
+
+
 def test_the_budget_reading_puts_measured_rps_against_quota_over_app_plus_proxy_cost():
     budget = proxy_tables.budget(runs_frame()).set_index("condition_id")
     # Quota 500 ms/s over (0.5 ms app alone + 0.1 ms proxy) = 833 RPS; measured 820.

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .repstats import mean_interval
+from .repstats import clipped, mean_interval
 
 WITHIN = 0.10
 THROTTLED_LEVEL = (
@@ -175,7 +175,7 @@ def fit_cost(per_run: pd.DataFrame, app: str, vcpu: float) -> CostFit | None:
     counts = rows["memory_mb"].value_counts()
     memory = max(counts.index, key=lambda m: (counts[m], float(m)))
     rows = rows[rows["memory_mb"] == memory]
-    estimate = mean_interval(_run_costs(rows).to_numpy(float))
+    estimate = clipped(mean_interval(_run_costs(rows).to_numpy(float)))
     return CostFit(
         estimate.value,
         estimate.lo,

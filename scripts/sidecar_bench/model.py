@@ -48,7 +48,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .repstats import mean_interval
+from .repstats import clipped, mean_interval
 
 WITHIN = 0.10  # a prediction within 10 % of the measured RPS explains the cell
 # The article's stated CPU cost per request of its two apps (its text: 0.6 ms Go API, 2.0 ms Next.js SSR).
@@ -111,7 +111,9 @@ def cost_interval(runs: pd.DataFrame) -> tuple[float, float, float]:
     point = pooled_cost_ms(*arrays)
     if math.isnan(point):
         return point, math.nan, math.nan
-    estimate = mean_interval(pd.to_numeric(runs["app_cost_ms"], errors="coerce").to_numpy(float))
+    estimate = clipped(
+        mean_interval(pd.to_numeric(runs["app_cost_ms"], errors="coerce").to_numpy(float))
+    )
     return point, estimate.lo, estimate.hi
 
 

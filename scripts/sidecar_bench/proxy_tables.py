@@ -65,8 +65,13 @@ def with_setups(per_run: pd.DataFrame, proxies: Mapping[str, str] | None = None)
     return runs[runs["setup"].notna()]
 
 
+# Shares of requests or of periods: their intervals end at 1 (every other metric's at 0 only).
+SHARES = ("slow_1p_share", "throttled_share")
+
+
 def _estimate(values: Iterable[float], prefix: str) -> dict[str, float]:
-    e = repstats.mean_interval(values)
+    """The mean of the runs with its t interval, held to what the metric can be (repstats.clipped)."""
+    e = repstats.clipped(repstats.mean_interval(values), 0.0, 1.0 if prefix in SHARES else math.inf)
     return {prefix: e.value, f"{prefix}_lo": e.lo, f"{prefix}_hi": e.hi}
 
 
@@ -131,7 +136,7 @@ def budget(runs: pd.DataFrame) -> pd.DataFrame:
         for (setup, condition_id), cond in group[group["setup"] != ALONE].groupby(
             ["setup", "condition_id"]
         ):
-            measured = repstats.mean_interval(cond["rps"])
+            measured = repstats.clipped(repstats.mean_interval(cond["rps"]))
             proxy_cpu = repstats.mean_interval(cond["proxy_cpu_pct"]).value
             if setup in REAL_PROXIES:
                 proxy_cost = repstats.mean_interval(cond["proxy_cost_ms"]).value

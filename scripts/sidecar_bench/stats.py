@@ -687,6 +687,13 @@ def condition_ratio(numerator: Any, denominator: Any, metric: str = "rps") -> re
     return repstats.ratio_interval(_runs_of(numerator, metric), _runs_of(denominator, metric))
 
 
+def condition_contrast(terms: Sequence[tuple[Any, int]], metric: str = "rps") -> repstats.Estimate:
+    """Product of conditions' metric (summary rows), each to the power +1 or -1, with every condition's
+    run-to-run uncertainty: repstats.contrast_interval over their per-run values. Next.js's retention
+    over Go's is [(next_L, 1), (next_0, -1), (go_L, -1), (go_0, 1)]."""
+    return repstats.contrast_interval([(_runs_of(row, metric), sign) for row, sign in terms])
+
+
 def ratio_to_published(row: Any, published: float, metric: str = "rps") -> repstats.Estimate:
     """Ratio of a condition's metric (summary row) to a published number without uncertainty
     (repstats.ratio_to_exact over its per-run values)."""
