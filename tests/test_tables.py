@@ -51,6 +51,7 @@ def test_every_table_is_written_as_markdown_and_csv(tables):
         "p99_grid_go",
         "p99_grid_next",
         "memory",
+        "findings",
         "mitigations",
     }
 

@@ -16,10 +16,10 @@ Summary: runfile (reading run files), stats (per run and per condition), repstat
 intervals), timeseries (drift), flags, breaking (breaking points), adaptive (more repetitions where intervals are
 wide), capacity (the open loop's base rates), loadmodel (closed- or open-loop rows).
 
-Tables and charts: cells (what both read), table_format, tables (the article's), burn_tables, model_tables,
-mitigations, layouts, proxy_tables, openloop_report; chart_files, vlspec (compound charts as specs), charts, burn_charts, model_charts,
-mitigation_charts, layout_charts; model and forward (the CPU-budget model); reference (the article's numbers);
-set_report (a published set's page).
+Tables and charts: cells (what both read), table_format, tables (the article's), findings (its findings checked by
+rule), burn_tables, model_tables, mitigations, layouts, proxy_tables, openloop_report; chart_files, vlspec (compound
+charts as specs), charts, burn_charts, model_charts, mitigation_charts, layout_charts; model and forward (the
+CPU-budget model); reference (the article's numbers); set_report (a published set's page).
 
 Development: codedeps (the code each analysis rule depends on), synthetic (run files for tests).
 """

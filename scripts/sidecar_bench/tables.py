@@ -30,6 +30,7 @@ from .cells import (
     ratio_record,
     runs_of,
 )
+from .findings import findings_table
 from .mitigations import mitigations
 from .repstats import Estimate
 from .stats import ratio_to_published
@@ -954,13 +955,16 @@ TABLE_BUILDERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], Table]] = {
     "p99_grid_next": lambda s, r: p99_grid(s, r, "next"),
     "memory": memory_table,
 }
-TABLE_NAMES = tuple(TABLE_BUILDERS) + ("mitigations",)
+TABLE_NAMES = tuple(TABLE_BUILDERS) + ("findings", "mitigations")
 
 
 def build_tables(summary: pd.DataFrame, ref: pd.DataFrame) -> list[Table]:
-    """The article's tables over the conditions at its settings, then the knobs' table (empty without knobs)."""
+    """The article's tables over the conditions at its settings, its findings checked by rule (findings.py, with the
+    breaking points' rows), then the knobs' table (empty without knobs)."""
     article = article_settings(summary)
-    return [build(article, ref) for build in TABLE_BUILDERS.values()] + [mitigations(summary, ref)]
+    built = [build(article, ref) for build in TABLE_BUILDERS.values()]
+    points = next(t.data for t in built if t.name == "breaking_points")
+    return built + [findings_table(article, ref, points), mitigations(summary, ref)]
 
 
 def write_tables(summary: pd.DataFrame, ref: pd.DataFrame, out_dir: str | Path) -> list[Path]:
