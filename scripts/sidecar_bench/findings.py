@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import reference as refmod
-from .cells import cell_codes, codes_of, measured_only, runs_of
+from .cells import NO_RATIO, cell_codes, codes_of, measured_only, runs_of
 from .repstats import Estimate
 from .stats import condition_contrast
 from .table_format import Table, fmt, marks, ratio_text
@@ -74,26 +74,28 @@ class Finding:
     breaking: bool = False  # checked by the breaking_points table's rows instead
 
 
-def kept(app: str, vcpu: float, load: float, table: str, sidecars: int = 3) -> Check:
-    """RPS at a total load over RPS at 0 %, same setup."""
-    label = f"{APPS[app]} {vcpu:g} vCPU, {sidecars} x {load / sidecars:g} %"
+def over_idle(
+    metric: str, label: str, app: str, vcpu: float, load: float, table: str, sidecars: int
+) -> Check:
+    """A metric at a total load over the same setup's at 0 %."""
     return Check(
         label,
-        "rps",
+        metric,
         ((Cell(app, vcpu, sidecars, load), 1), (Cell(app, vcpu, sidecars, 0.0), -1)),
         table,
     )
+
+
+def kept(app: str, vcpu: float, load: float, table: str, sidecars: int = 3) -> Check:
+    """RPS at a total load over RPS at 0 %, same setup (retention)."""
+    label = f"{APPS[app]} {vcpu:g} vCPU, {sidecars} x {load / sidecars:g} %"
+    return over_idle("rps", label, app, vcpu, load, table, sidecars)
 
 
 def p99_rise(app: str, vcpu: float, load: float, table: str, sidecars: int = 3) -> Check:
     """P99 at a total load over P99 at 0 %, same setup."""
     label = f"{APPS[app]} {vcpu:g} vCPU P99, {sidecars} x {load / sidecars:g} % over 0 %"
-    return Check(
-        label,
-        "p99_ms",
-        ((Cell(app, vcpu, sidecars, load), 1), (Cell(app, vcpu, sidecars, 0.0), -1)),
-        table,
-    )
+    return over_idle("p99_ms", label, app, vcpu, load, table, sidecars)
 
 
 def memory_gain(
@@ -270,9 +272,6 @@ def our_row(summary: pd.DataFrame, cell: Cell) -> pd.Series | None:
     return rows.iloc[0] if len(rows) == 1 else None
 
 
-NO_VALUE = Estimate(math.nan, math.nan, math.nan, 0, "none")
-
-
 @dataclass(frozen=True)
 class Ours:
     found: Estimate
@@ -305,7 +304,7 @@ def our_ratio(summary: pd.DataFrame, check: Check) -> Ours:
     """Our ratio with its interval, its cells' marks and ids, and the app's CPU in the same ratio."""
     rows = [(our_row(summary, cell), sign) for cell, sign in check.terms]
     if any(row is None for row, _ in rows):
-        return Ours(NO_VALUE, [], [], math.nan, math.nan)
+        return Ours(NO_RATIO, [], [], math.nan, math.nan)
     codes: list[str] = []
     for row, _ in rows:
         codes += [c for c in cell_codes(codes_of(row.get("flags")), check.metric) if c not in codes]
