@@ -8,12 +8,15 @@ sidecar burn) on the task image the workflow now uses, is the same measurement
 whichever preset asked for it. This copies such runs from results/FROM/runs/ into
 results/TO/runs/ (keeping their modification time, so Snakemake counts them as made
 after the image), and a following `snakemake --config preset=TO` measures only the
-rest. Each run keeps its own metadata (when, on what, with which commit), so the
+rest. The same holds for the CPU-budget model's calibration: a calibration cell TO
+measures on its own (results/TO/calibration/runs/, a cell not in its matrix, such as
+the app with no CPU limit) takes FROM's run of that condition, from FROM's matrix or
+its calibration. Each run keeps its own metadata (when, on what, with which commit), so the
 TO set's provenance shows both measurement windows.
 
 A run is left where it is, with the reason printed, when TO already has that
 repetition, TO does not hold the condition or that many repetitions, the load
-settings differ, the run was measured on another task image than the one built
+settings differ (how sidecars burn is no setting of a condition without them), the run was measured on another task image than the one built
 now (results/images/<variant>.json), or it is a failure record. Nothing is
 overwritten; each file is written beside its place and renamed into it.
 """
@@ -31,7 +34,8 @@ from typing import Any
 
 import yaml
 
-from sidecar_bench.conditions import ConfigError
+from sidecar_bench.calibration import calibration_cells, no_limit_vcpu
+from sidecar_bench.conditions import Condition, ConfigError
 from sidecar_bench.experiment import load_experiment
 from sidecar_bench.record import FailedRunError, RunFileError
 from sidecar_bench.runfile import read_meta
@@ -53,19 +57,42 @@ def _built_images(path: Path) -> set[str]:
     return set((json.loads(path.read_text()).get("hosts") or {}).values())
 
 
+def destinations(
+    config: dict[str, Any], conditions: list[Condition], target: Path
+) -> dict[str, tuple[Condition, Path]]:
+    """{id: (condition, folder)} of every run a preset keeps: its matrix's under runs/, and its
+    calibration's own cells (not in the matrix) under calibration/runs/."""
+    places = {c.id: (c, target / "runs" / c.id) for c in conditions}
+    no_limit = no_limit_vcpu(config.get("calibration"))
+    for cell in calibration_cells(conditions, no_limit):
+        cid = cell.condition.id
+        if not cell.in_matrix:
+            places[cid] = (cell.condition, target / "calibration" / "runs" / cid)
+    return places
+
+
+def _source_runs(source: Path) -> list[Path]:
+    """FROM's run files: its matrix's and its calibration's own."""
+    found = []
+    for folder in (source / "runs", source / "calibration" / "runs"):
+        found.extend(sorted(folder.glob("*/rep*.parquet")))
+    return found
+
+
 def plan(
     config: dict[str, Any], source: str, target: str, results: Path
 ) -> tuple[list[tuple[Path, Path]], Counter]:
     """[(from, to)] of the runs TO can take over, and a count of the runs left, by reason."""
     want = _experiment(config, target)
-    conditions = {c.id: c for c in want.conditions}
+    places = destinations(config, want.conditions, results / target)
+    conditions = {cid: condition for cid, (condition, _) in places.items()}
     adopt, left = [], Counter()
-    for path in sorted((results / source / "runs").glob("*/rep*.parquet")):
+    for path in _source_runs(results / source):
         cid, repeat = path.parent.name, int(path.stem.removeprefix("rep"))
-        dest = results / target / "runs" / cid / path.name
         if cid not in conditions:
             left[f"not a condition of {target}"] += 1
             continue
+        dest = places[cid][1] / path.name
         if repeat > want.repeats:
             left[f"repetition above {target}'s {want.repeats}"] += 1
             continue
@@ -83,6 +110,8 @@ def plan(
         load = want.load.for_app(
             conditions[cid].app
         ).measured()  # the settings that can change a measurement
+        if not conditions[cid].sidecar_count:
+            load.pop("sidecar_burn", None)  # how sidecars burn changes nothing where there are none
         measured = {
             key: meta["load"].get(key, "wall" if key == "sidecar_burn" else None) for key in load
         }
