@@ -426,3 +426,9 @@ def test_step_two_config_adds_the_standins_to_the_preset(project, tmp_path):
     assert plan.returncode == 0, plan.output
     assert plan.jobs["run_condition"] == 25 * 3  # the preset's repeats are kept
     assert "go_cpu0.25_mem2048_sc1_load6.3" in plan.conditions
+
+
+def test_a_cell_writes_its_interval_as_every_other_table_does():
+    assert proxy_tables._cell(1.0, 0.5, 1.5) == "1.00 [0.50–1.50]"
+    assert proxy_tables._cell(0.059, 0.039, 0.08, digits=3) == "0.059 [0.039–0.080]"
+    assert proxy_tables._cell(2.0) == "2.00" and proxy_tables._cell(math.nan) == "-"

@@ -242,7 +242,7 @@ def _cell(value: float, lo: float = math.nan, hi: float = math.nan, digits: int 
         return "-"
     text = f"{value:.{digits}f}"
     if math.isfinite(lo) and math.isfinite(hi):
-        text += f" [{lo:.{digits}f}, {hi:.{digits}f}]"
+        text += f" [{lo:.{digits}f}–{hi:.{digits}f}]"  # as every other table writes an interval
     return text
 
 
