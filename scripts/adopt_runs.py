@@ -11,13 +11,14 @@ after the image), and a following `snakemake --config preset=TO` measures only t
 rest. The same holds for the CPU-budget model's calibration: a calibration cell TO
 measures on its own (results/TO/calibration/runs/, a cell not in its matrix, such as
 the app with no CPU limit) takes FROM's run of that condition, from FROM's matrix or
-its calibration. Each run keeps its own metadata (when, on what, with which commit), so the
-TO set's provenance shows both measurement windows.
+its calibration. Each run keeps its own metadata (when, on what, with which commit),
+so the TO set's provenance shows both measurement windows.
 
 A run is left where it is, with the reason printed, when TO already has that
 repetition, TO does not hold the condition or that many repetitions, the load
-settings differ (how sidecars burn is no setting of a condition without them), the run was measured on another task image than the one built
-now (results/images/<variant>.json), or it is a failure record. Nothing is
+settings differ (how sidecars burn is no setting of a condition without them), the
+run was measured on another task image than the one built now
+(results/images/<variant>.json), or it is a failure record. Nothing is
 overwritten; each file is written beside its place and renamed into it.
 """
 

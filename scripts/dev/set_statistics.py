@@ -107,7 +107,9 @@ def report(set_dir: Path) -> list[str]:
         lines += ["", "Cells per mark:", "", mark_counts(summary).to_markdown(index=False), ""]
     findings = set_dir / "tables" / "findings.csv"
     if findings.exists():
-        data = pd.read_csv(findings, dtype={"verdict": str, "size": str}).fillna({"verdict": "", "size": ""})
+        data = pd.read_csv(findings, dtype={"verdict": str, "size": str}).fillna(
+            {"verdict": "", "size": ""}
+        )
         counts = data[data["verdict"] != ""].groupby("verdict").size()
         lines.append(
             "Findings' checks: "
