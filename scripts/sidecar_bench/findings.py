@@ -34,7 +34,7 @@ import pandas as pd
 
 from . import reference as refmod
 from .cells import NO_RATIO, cell_codes, codes_of, measured_only, runs_of
-from .repstats import Estimate
+from .repstats import Estimate, as_float
 from .stats import condition_contrast
 from .table_format import Table, fmt, marks, ratio_text
 
@@ -279,14 +279,6 @@ class Ours:
     ids: list[str]  # its conditions
     app_cpu: float  # the same ratio of the app's CPU (app_cpu_pct): the reason, in CPU terms
     sidecars_cpu_pct: float  # what the first cell's sidecars delivered, % of one core
-
-
-def as_float(value) -> float:
-    """A summary cell as a float; NaN when it is missing or not a number."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def cpu_ratio(rows: list, column: str = "app_cpu_pct") -> float:

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .repstats import as_float as _f
 from .repstats import clipped, mean_interval
 
 WITHIN = 0.10
@@ -117,13 +118,6 @@ FORWARD_COLUMNS = [
     "leading_factor",
     "reason",
 ]
-
-
-def _f(value: Any) -> float:
-    try:
-        return math.nan if value is None else float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 @dataclass(frozen=True)

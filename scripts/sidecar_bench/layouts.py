@@ -30,6 +30,7 @@ from .cells import (
     setup_name,
 )
 from .conditions import TASK_TOPOLOGY_LABEL
+from .repstats import as_float
 from .table_format import (
     DEFINITIONS,
     Table,
@@ -89,11 +90,7 @@ def has_task_layout(summary: pd.DataFrame) -> bool:
 
 
 def _value(row: pd.Series, name: str) -> float:
-    value = row.get(name, math.nan)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+    return as_float(row.get(name))
 
 
 def layouts_data(summary: pd.DataFrame) -> pd.DataFrame:

@@ -48,6 +48,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from .repstats import as_float as _f
 from .repstats import clipped, mean_interval
 
 WITHIN = 0.10  # a prediction within 10 % of the measured RPS explains the cell
@@ -55,13 +56,6 @@ WITHIN = 0.10  # a prediction within 10 % of the measured RPS explains the cell
 ARTICLE_STATED_COST_MS = {"go": 0.6, "next": 2.0}
 RUN_COST_COLUMNS = ["app_cpu_s", "other_cpu_pct", "app_cost_ms"]
 CONDITION_COST_COLUMNS = ["other_cpu_pct", "app_cost_ms", "app_cost_ms_lo", "app_cost_ms_hi"]
-
-
-def _f(value: Any) -> float:
-    try:
-        return math.nan if value is None else float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 # --- cost per request -------------------------------------------------------------------------------------

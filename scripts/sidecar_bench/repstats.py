@@ -42,7 +42,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 from scipy import special
@@ -75,6 +75,14 @@ class Estimate:
 
 
 @functools.lru_cache(maxsize=4096)
+def as_float(value: Any) -> float:
+    """A cell's value as a float; NaN when it is missing (None) or not a number."""
+    try:
+        return math.nan if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def _t_ends(confidence: float, df: float) -> tuple[float, float]:
     """The ends of scipy.stats.t's central interval at loc 0 and scale 1: its quantiles at
     (1 - confidence) / 2 and (1 + confidence) / 2, which `t.interval` takes from `t._ppf`, that is
