@@ -128,6 +128,14 @@ def test_the_articles_number_comes_from_its_own_table(ref, table, cell, metric, 
     assert fnd.article_value(ref, table, cell, metric) == pytest.approx(expected)
 
 
+def test_every_bucket_of_the_articles_rps_grid_is_one_the_tables_group_by(ref):
+    labels = set(ref.loc[ref["table"] == "rps_grid", "total_sidecar_load_pct"].astype(str))
+    assert labels == {name for name, _, _ in reference.LOAD_BUCKETS}
+    assert reference.bucket_bounds("25-45") == (25.0, 45.0)
+    assert reference.bucket_bounds("105") == (105.0, 105.0)
+    assert all(math.isnan(x) for x in reference.bucket_bounds("20-30"))
+
+
 def test_a_cell_the_article_does_not_have_is_nan(ref):
     assert math.isnan(fnd.article_value(ref, "load_sweep", fnd.Cell("go", 0.5, 3, 15), "rps"))
 

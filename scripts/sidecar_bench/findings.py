@@ -248,12 +248,9 @@ def article_value(ref: pd.DataFrame, table: str, cell: Cell, metric: str) -> flo
         return found
     rows = refmod.select(ref, table, metric=metric, **where)
     for label, value in zip(rows["total_sidecar_load_pct"], rows["value"]):
-        low, _, high = str(label).partition("-")
-        try:
-            if float(low) <= cell.load <= float(high or low):
-                return float(value)
-        except ValueError:
-            continue
+        low, high = refmod.bucket_bounds(label)
+        if low <= cell.load <= high:
+            return float(value)
     return math.nan
 
 

@@ -16,6 +16,15 @@ import pandas as pd
 
 # Per-sidecar loads of the article's full grid; its RPS-grid buckets hold total loads sidecar_count x these.
 GRID_SIDECAR_LOADS = (0.0, 5.0, 15.0, 25.0, 35.0)
+# Ranges of total sidecar load (inclusive) by which the article's full RPS tables group their cells:
+# (label, low, high); the labels are the rps_grid rows' total_sidecar_load_pct.
+LOAD_BUCKETS = (
+    ("0", 0.0, 0.0),
+    ("5-15", 5.0, 15.0),
+    ("25-45", 25.0, 45.0),
+    ("50-75", 50.0, 75.0),
+    ("105", 105.0, 105.0),
+)
 
 COLUMNS = [
     "table",
@@ -109,10 +118,18 @@ def sweep(
     return pd.Series(rows["value"].to_numpy(), index=rows["load"].to_numpy(), name=metric)
 
 
+def bucket_bounds(label: object) -> tuple[float, float]:
+    """The total loads (inclusive) an RPS-grid bucket holds: "25-45" -> (25, 45), "105" -> (105, 105);
+    (NaN, NaN) for a label that names no bucket."""
+    for name, low, high in LOAD_BUCKETS:
+        if str(label) == name:
+            return low, high
+    return math.nan, math.nan
+
+
 def _single_grid_load(bucket: str, sidecar_count: int) -> float:
     """The one grid total load inside an RPS-grid bucket ("25-45" -> 45 for 3 sidecars), else NaN."""
-    low, _, high = str(bucket).partition("-")
-    low, high = float(low), float(high or low)
+    low, high = bucket_bounds(bucket)
     inside = sorted(
         {sidecar_count * x for x in GRID_SIDECAR_LOADS if low <= sidecar_count * x <= high}
     )

@@ -49,14 +49,7 @@ from .table_format import (
 )
 
 SIDECAR_SETS = {0: "app only", 1: "+proxy", 2: "+agent", 3: "+agent+log"}
-# Ranges of total sidecar load, as the article's full RPS tables group them (inclusive).
-LOAD_BUCKETS = (
-    ("0", 0.0, 0.0),
-    ("5-15", 5.0, 15.0),
-    ("25-45", 25.0, 45.0),
-    ("50-75", 50.0, 75.0),
-    ("105", 105.0, 105.0),
-)
+LOAD_BUCKETS = refmod.LOAD_BUCKETS
 # Per-sidecar loads of the full grid; the fine-step runs (1 % steps near breaking points) are not grid cells.
 GRID_SIDECAR_LOADS = refmod.GRID_SIDECAR_LOADS
 P99_GRID_LOADS = (0.0, 15.0, 45.0, 75.0, 105.0)
