@@ -49,7 +49,6 @@ from .table_format import (
 )
 
 SIDECAR_SETS = {0: "app only", 1: "+proxy", 2: "+agent", 3: "+agent+log"}
-LOAD_BUCKETS = refmod.LOAD_BUCKETS
 # Per-sidecar loads of the full grid; the fine-step runs (1 % steps near breaking points) are not grid cells.
 GRID_SIDECAR_LOADS = refmod.GRID_SIDECAR_LOADS
 P99_GRID_LOADS = (0.0, 15.0, 45.0, 75.0, 105.0)
@@ -681,7 +680,7 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
             rows = runs_of(rows_all, vcpu=vcpu, sidecar_count=sc)
             record = {"vcpu": vcpu, "sidecar_count": sc, "sidecar_set": label}
             shown = {"vCPU": f"{vcpu:.2f}", "Sidecars": label}
-            for bucket, low, high in LOAD_BUCKETS:
+            for bucket, low, high in refmod.LOAD_BUCKETS:
                 hit, fallback = bucket_runs(rows, low, high)
                 fallback_used |= fallback
                 ours = measure(hit, "rps")
@@ -722,14 +721,14 @@ def rps_grid(summary: pd.DataFrame, ref: pd.DataFrame, app: str) -> Table:
                 if fallback:
                     text += " *"
                 shown[f"{bucket}%"] = text
-            if any(record[f"runs_{b}"] for b, _, _ in LOAD_BUCKETS) or any(
-                not math.isnan(record[f"rps_{b}_article"]) for b, _, _ in LOAD_BUCKETS
+            if any(record[f"runs_{b}"] for b, _, _ in refmod.LOAD_BUCKETS) or any(
+                not math.isnan(record[f"rps_{b}_article"]) for b, _, _ in refmod.LOAD_BUCKETS
             ):
                 records.append(record)
                 cells.append(shown)
     data = pd.DataFrame(records)
     display = pd.DataFrame(
-        cells, columns=["vCPU", "Sidecars"] + [f"{b}%" for b, _, _ in LOAD_BUCKETS]
+        cells, columns=["vCPU", "Sidecars"] + [f"{b}%" for b, _, _ in refmod.LOAD_BUCKETS]
     )
     notes = [
         f"Cells: our RPS [95 % interval] flags @ the CPU the sidecars delivered (% of one core, mean over the runs) "
