@@ -141,6 +141,16 @@ def test_progress_is_shown_while_the_matrix_runs(finished):
     assert "[6/6 done, ETA 0m]" in output
 
 
+def test_the_runs_work_under_the_workflows_lease(finished):
+    """Snakemake's onstart takes the engine's lease once (engine_hold.py); no run takes one of its own."""
+    project, output, _ = finished
+    assert "sidecar-bench: holding engine local's lease for this workflow's jobs" in output
+    logs = sorted((project / "results" / "e2e" / "logs" / "run_condition").glob("*/rep*.log"))
+    assert len(logs) == len(ALL) * REPEATS
+    for log in logs:
+        assert "engine local: under the workflow's lease" in log.read_text(), log
+
+
 def test_the_report_is_one_self_contained_file(finished):
     project, _, _ = finished
     report = project / "results" / "e2e" / "report.html"

@@ -9,7 +9,8 @@ and window), plus the gap between two processes. Each run's time is split by pha
 
     start+imports   the process start and its imports, up to job.main
     connect         Docker clients made (over ssh://: the SSH connection and its log-in)
-    lease           taking and giving back the engine's lease (its container and attach)
+    lease           taking and giving back the engine's lease (its container and attach), or
+                    finding the workflow's (--lease workflow, the default: one request)
     checks          engine info, capacity check, stale-container sweep, image lookup
     task start      creating and starting the task and the load generator
     readiness       polling until the app answers, with the before-window reads
@@ -131,6 +132,7 @@ def instrument(recorder: Recorder) -> None:
     wrap = recorder.wrap
     wrap(hosts, "client_for", "connect", "clients")
     wrap(hosts, "_take_lease", "lease")
+    wrap(lease, "borrow", "lease")
     wrap(hosts, "_try_flock", "flock", none_fails=True)
     wrap(lease.Lease, "release", "lease")
     wrap(docker.client.DockerClient, "info", "checks")
@@ -329,8 +331,9 @@ def measure(
     build: bool = False,
     env: dict[str, str] | None = None,
     say: Callable[[str], None] = lambda line: None,
+    hold: str = "workflow",
 ) -> dict[str, Any]:
-    from sidecar_bench import hosts
+    from sidecar_bench import engine_hold, hosts
     from sidecar_bench.conditions import LoadSettings
 
     host = {"name": "bench", "url": url}
@@ -342,54 +345,61 @@ def measure(
         directory = Path(tmp)
         matrix = conditions(sidecars)
         refs = image_refs(host, sorted({c.variant for c in matrix} | {"loadgen"}), directory, build)
+        if hold == "workflow":  # as Snakemake's onstart does: the runs borrow this process's lease
+            for line in engine_hold.hold([host], "bench_harness"):
+                say(line)
         child_env = {**os.environ, **(env or {})}
-        for repeat in range(1, reps + 1):
-            for condition in matrix:
-                number = len(runs) + 1
-                spec = {
-                    "condition": condition.as_dict(),
-                    "load": load.as_dict(),
-                    "hosts": [host],
-                    "refs": {"task": refs[condition.variant], "loadgen": refs["loadgen"]},
-                    "out": str(directory / f"run{number}.parquet"),
-                    "lock_dir": str(hosts.lock_dir()),
-                    "repeat": repeat,
-                    "timings": str(directory / f"timings{number}.json"),
-                }
-                spec_path = directory / f"spec{number}.json"
-                spec_path.write_text(json.dumps(spec))
-                spawned = time.monotonic()
-                done = subprocess.run(
-                    [sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)],
-                    env=child_env,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                exited = time.monotonic()
-                if done.returncode != 0:
-                    sys.exit(
-                        f"bench_harness: run {number} ({condition.id}) failed:\n{done.stderr[-4000:]}"
+        try:
+            for repeat in range(1, reps + 1):
+                for condition in matrix:
+                    number = len(runs) + 1
+                    spec = {
+                        "condition": condition.as_dict(),
+                        "load": load.as_dict(),
+                        "hosts": [host],
+                        "refs": {"task": refs[condition.variant], "loadgen": refs["loadgen"]},
+                        "out": str(directory / f"run{number}.parquet"),
+                        "lock_dir": str(hosts.lock_dir()),
+                        "repeat": repeat,
+                        "timings": str(directory / f"timings{number}.json"),
+                    }
+                    spec_path = directory / f"spec{number}.json"
+                    spec_path.write_text(json.dumps(spec))
+                    spawned = time.monotonic()
+                    done = subprocess.run(
+                        [sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)],
+                        env=child_env,
+                        capture_output=True,
+                        text=True,
+                        check=False,
                     )
-                timings = json.loads(Path(spec["timings"]).read_text())
-                run = {
-                    "run": number,
-                    "sidecars": condition.sidecar_count,
-                    "repeat": repeat,
-                    **breakdown(timings, spawned, exited, duration_s + warmup_s),
-                }
-                runs.append(run)
-                say(
-                    f"run {number}: harness {run['harness_s']:.2f} s (lock wait {run['lock_wait_s']:.1f} s, "
-                    f"{run['ssh_connections']} ssh connections, {run['ssh_channels']} channels of which "
-                    f"{run['ssh_sessions']} sessions)"
-                )
+                    exited = time.monotonic()
+                    if done.returncode != 0:
+                        sys.exit(
+                            f"bench_harness: run {number} ({condition.id}) failed:\n{done.stderr[-4000:]}"
+                        )
+                    timings = json.loads(Path(spec["timings"]).read_text())
+                    run = {
+                        "run": number,
+                        "sidecars": condition.sidecar_count,
+                        "repeat": repeat,
+                        **breakdown(timings, spawned, exited, duration_s + warmup_s),
+                    }
+                    runs.append(run)
+                    say(
+                        f"run {number}: harness {run['harness_s']:.2f} s (lock wait {run['lock_wait_s']:.1f} s, "
+                        f"{run['ssh_connections']} ssh connections, {run['ssh_channels']} channels of which "
+                        f"{run['ssh_sessions']} sessions)"
+                    )
+        finally:
+            engine_hold.release()
     phase_medians = {
         name: round(statistics.median(r["phases_s"][name] for r in runs), 3) for name in PHASES
     }
     slowest = max(phase_medians, key=phase_medians.__getitem__)
     return {
         "engine": url or "local socket",
+        "lease": hold,
         "runs": len(runs),
         "duration_s": duration_s,
         "warmup_s": warmup_s,
@@ -429,6 +439,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--build", action="store_true", help="build the images on the engine if it lacks them"
     )
+    parser.add_argument(
+        "--lease",
+        choices=("workflow", "job"),
+        default="workflow",
+        help="who takes the engine's lease: this process for every run, as a workflow does "
+        "(engine_hold.py; default), or each run its own",
+    )
     parser.add_argument("--samples", action="store_true", help="print every run's phases too")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -453,6 +470,7 @@ def main(argv: list[str] | None = None) -> None:
         args.concurrency,
         args.build,
         say=lambda line: print(f"bench_harness: {line}", file=sys.stderr, flush=True),
+        hold=args.lease,
     )
     if not args.samples:
         result.pop("samples")

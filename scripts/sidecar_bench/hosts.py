@@ -139,7 +139,8 @@ def host_lock(
 
     - a local flock on <lock dir>/<engine id>.lock (cheap; orders the jobs of this machine);
     - the engine's lease (lease.py): a container on the engine whose life is tied to this
-      process, holding a lock on the machine behind the engine.
+      process, holding a lock on the machine behind the engine; or the lease this process's
+      workflow holds for its jobs (engine_hold.py), when it carries the id the workflow gave.
 
     While waiting it says who holds the engine and since when (wait=False: raises HostError
     with that instead of waiting). If the engine stops
@@ -159,7 +160,7 @@ def host_lock(
                 err,
             )
             continue
-        candidates.append((host, client, lock_dir / f"{sanitize(engine_id)}.lock"))
+        candidates.append((host, client, engine_id, lock_dir / f"{sanitize(engine_id)}.lock"))
     if not candidates:
         raise HostError(
             f"no Docker host is reachable: {', '.join(str(h['name']) for h in hosts)}; "
@@ -171,14 +172,17 @@ def host_lock(
     try:
         while chosen is None:
             busy = []
-            for host, client, path in candidates:
+            for host, client, engine_id, path in candidates:
                 fd = _try_flock(path)
                 if fd is None:
                     text = f"{_holder(path)} (on this machine)"
                     busy.append((host, text, text))
                     continue
                 try:
-                    held = _take_lease(host, timeout, describe, max_hold_s)
+                    # The workflow's lease when it holds one for its jobs (engine_hold.py), else the job's own.
+                    held = lease.borrow(client, engine_id) or _take_lease(
+                        host, timeout, describe, max_hold_s
+                    )
                 except lease.LeaseBusy as err:
                     os.close(fd)
                     busy.append((host, str(err), err.key))
@@ -205,10 +209,19 @@ def host_lock(
                     _tell(f"sidecar-bench: {message}")
                 time.sleep(poll_s)
     except BaseException:
-        for _, other, _ in candidates:
+        for _, other, _, _ in candidates:
             other.close()
         raise
     host, client, fd, held = chosen
+    log.info(
+        "engine %s: %s",
+        host["name"],
+        "under the workflow's lease"
+        if isinstance(held, lease.Borrowed)
+        else "under this process's own lease"
+        if held is not None
+        else "under the local lock only (no lease image yet)",
+    )
     if waited_since is not None:
         log.info(
             "got engine %s after waiting %.0f s", host["name"], time.monotonic() - waited_since
@@ -229,7 +242,7 @@ def host_lock(
             held.release()
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        for _, other, _ in candidates:
+        for _, other, _, _ in candidates:
             other.close()
 
 

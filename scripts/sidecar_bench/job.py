@@ -41,9 +41,9 @@ from .runner import HEY_GRACE_S, OpenLoad, as_condition, as_load, run_condition,
 from .signals import signals_raise
 
 log = logging.getLogger(__name__)
-# The run's log (the job's stderr: its Snakemake log file) has what the job, the measurement and its
-# containers say.
-RUN_LOGGERS = (__name__, runner.__name__, containers.__name__)
+# The run's log (the job's stderr: its Snakemake log file) has what the job, the measurement, its
+# containers and the engine's lock (which lease the run was under) say.
+RUN_LOGGERS = (__name__, runner.__name__, containers.__name__, host_lock.__module__)
 
 # What a run does when a process of the task dies (the app or a sidecar: crashed, killed,
 # OOM-killed), before or inside the measured window (config.yaml on_failure):
@@ -69,7 +69,7 @@ def on_failure_setting(config: Mapping[str, Any]) -> str:
 def remove_stale_containers(client: docker.DockerClient) -> list[str]:
     """Remove containers of runs that died without cleaning up (kill -9, a lost machine).
 
-    Called under the engine's lease (hosts.host_lock): while this process holds it, no other
+    Called under the engine's lease (hosts.host_lock): while this process (or its workflow) holds it, no other
     workflow can be measuring on this engine, so every container with the project label is
     stale, and a stale task's sidecars would otherwise keep burning CPU beside the next
     measurement. If another live holder has the lease (a call outside the lock), nothing is
@@ -83,7 +83,7 @@ def remove_stale_containers(client: docker.DockerClient) -> list[str]:
         mine = (
             labels.get(LEASE_PREFIX + "pid") == str(os.getpid())
             and labels.get(LEASE_PREFIX + "host") == lease.socket.gethostname()
-        )
+        ) or labels.get(LEASE_LABEL) in lease.workflow_leases().values()  # our workflow's
         if not mine and lease.stale_reason(held) is None:
             log.warning(
                 "not sweeping containers: engine leased by %s", lease.describe_labels(labels)

@@ -21,11 +21,16 @@ its holder into HOST_DIR/holder, so a waiter on the other engine can say who hol
 A lease container that is not running (created by a holder that died before starting it,
 or exited but not removed because the engine stopped) is stale: it is removed, by id, so
 a fresh lease another client created meanwhile is never touched.
+
+A workflow may hold its engines' leases for all its jobs (engine_hold.py): it names them in
+the environment its jobs inherit (WORKFLOW_ENV), and a job whose engine's lease carries one of
+those ids works under it (borrow) instead of taking one of its own.
 """
 
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 import os
 import socket
@@ -51,6 +56,8 @@ HOST_DIR = "/run/sidecar-bench"
 HEARTBEAT_S = 5.0
 IDLE_S = 60
 DEFAULT_MAX_HOLD_S = 2 * 3600
+# {engine id: lease id} of the leases the workflow holds for its jobs (engine_hold.py), as JSON.
+WORKFLOW_ENV = "SIDECAR_BENCH_WORKFLOW_LEASES"
 # A lease container still "created" this long after its creation was left by a holder that died
 # between create and start.
 CREATED_GRACE_S = 30.0
@@ -250,6 +257,40 @@ class Lease:
             pass
         if self.owns_client:
             self.client.close()
+
+
+@dataclass
+class Borrowed:
+    """A job's use of the lease its workflow holds: the workflow gives it back, not the job."""
+
+    container: Any
+    lease_id: str
+
+    def release(self) -> None:
+        """Nothing to give back: the lease lives as long as the workflow's process."""
+
+
+def workflow_leases() -> dict[str, str]:
+    """{engine id: lease id} of the leases this process's workflow holds for it (WORKFLOW_ENV), or {}."""
+    try:
+        value = json.loads(os.environ.get(WORKFLOW_ENV) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def borrow(client: docker.DockerClient, engine_id: str) -> Borrowed | None:
+    """The workflow's lease on this engine, if it holds one and it is alive (one API request); else None."""
+    lease_id = workflow_leases().get(engine_id)
+    if not lease_id:
+        return None
+    container = current(client)
+    if container is None or (container.labels or {}).get(LEASE_LABEL) != lease_id:
+        log.info("the workflow's lease on this engine is gone: this job takes one of its own")
+        return None
+    if container.status != "running" or stale_reason(container) is not None:
+        return None
+    return Borrowed(container, lease_id)
 
 
 def _read_line(sock: Any, timeout: float) -> str:

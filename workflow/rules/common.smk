@@ -96,6 +96,40 @@ ADAPTIVE = EXPERIMENT.adaptive
 ADAPTIVE_ON = ADAPTIVE.enabled(REPEATS)
 
 
+# The engines' leases, taken once for every job when the jobs run on this machine
+# (scripts/sidecar_bench/engine_hold.py): a run then spends no time on a lease of its own.
+# The hooks run in Snakemake's own process, never in a dry run or a cluster job; --touch measures nothing.
+def hold_engines():
+    from sidecar_bench import engine_hold
+
+    pending = list(workflow.dag.needrun_jobs())
+    if workflow.touch or not workflow.local_exec or not engine_hold.needs_engine(
+        [job.rule.name for job in pending], any(job.is_checkpoint for job in pending)
+    ):
+        return
+    what = f"workflow {PRESET} pid {os.getpid()}"
+    for line in engine_hold.hold(config["hosts"], what):
+        logger.info(f"sidecar-bench: {line}")
+
+
+def release_engines():
+    from sidecar_bench import engine_hold
+
+    engine_hold.release()
+
+
+onstart:
+    hold_engines()
+
+
+onsuccess:
+    release_engines()
+
+
+onerror:
+    release_engines()
+
+
 wildcard_constraints:
     preset=re.escape(PRESET),
     # Optional parts after the load name the real proxy, the knobs, the topology and the open loop (e.g.
