@@ -67,6 +67,13 @@ def client():
     client.close()
 
 
+def wait_gone(client, held, what):
+    """Until the engine's lease is no longer that container (gone, or another holder's by now)."""
+    wait_until(
+        lambda: lease.current(client) is None or lease.current(client).id != held.id, 10, what
+    )
+
+
 @pytest.fixture
 def workflow(monkeypatch):
     """This process as a workflow holding the local engine (as Snakemake's onstart does)."""
@@ -102,11 +109,7 @@ def test_the_jobs_of_a_workflow_work_under_its_lease_and_leave_it(client, workfl
         os.environ[lease.WORKFLOW_ENV] = ours
     engine_hold.release()
     assert lease.WORKFLOW_ENV not in os.environ
-    wait_until(
-        lambda: lease.current(client) is None or lease.current(client).id != held.id,
-        10,
-        "release() left the workflow's lease",
-    )
+    wait_gone(client, held, "release() left the workflow's lease")
 
 
 @pytest.mark.docker
@@ -117,11 +120,7 @@ def test_a_job_whose_workflow_lease_is_gone_takes_its_own(client, monkeypatch, t
         mine = lease.current(engine)
         assert mine.labels[lease.LABEL_PREFIX + "pid"] == str(os.getpid())
         assert mine.labels[lease.LEASE_LABEL] != "f" * 32
-    wait_until(
-        lambda: lease.current(client) is None or lease.current(client).id != mine.id,
-        10,
-        "the job's own lease outlived the job",
-    )
+    wait_gone(client, mine, "the job's own lease outlived the job")
 
 
 @pytest.mark.docker
@@ -163,12 +162,31 @@ def test_kill_9_of_the_workflow_ends_its_lease_within_seconds(client):
         assert held.labels[lease.LABEL_PREFIX + "pid"] == str(process.pid)
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=10)
-        wait_until(
-            lambda: lease.current(client) is None or lease.current(client).id != held.id,
-            10,
-            "the killed workflow's lease outlived it",
-        )
+        wait_gone(client, held, "the killed workflow's lease outlived it")
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.docker
+def test_a_workflow_that_finds_its_engine_busy_holds_nothing_and_says_so(
+    client, monkeypatch, tmp_path
+):
+    """Another workflow measures when this one starts: this one's jobs wait and take their own, as before."""
+    from test_lease import start_holder
+
+    monkeypatch.delenv(lease.WORKFLOW_ENV, raising=False)
+    holder = start_holder(tmp_path, "other matrix")
+    try:
+        lines = engine_hold.hold(LOCAL, "late workflow")
+        try:
+            assert len(lines) == 1 and lines[0].startswith("engine local is busy (held by ")
+            assert f"pid {holder.pid}" in lines[0] and "(other matrix)" in lines[0]
+            assert lease.workflow_leases() == {}
+        finally:
+            engine_hold.release()
+        assert lease.current(client).labels[lease.LABEL_PREFIX + "pid"] == str(holder.pid)
+    finally:
+        holder.kill()
+        holder.wait()

@@ -72,6 +72,11 @@ def hold(hosts: list[Mapping[str, Any]], describe: str, timeout: float = 60) -> 
                 f"engine {host['name']} is busy ({err}): each job waits for it and takes its lease"
             )
             continue
+        except hostmod.UNREACHABLE as err:  # an engine failing now: each job meets it on its own
+            lines.append(
+                f"engine {host['name']}: no lease for the workflow ({err}): each job takes its own"
+            )
+            continue
         if held is None:
             continue  # no image to run a lease in yet: the jobs take their own once one exists
         _held.append(held)

@@ -69,8 +69,8 @@ def on_failure_setting(config: Mapping[str, Any]) -> str:
 def remove_stale_containers(client: docker.DockerClient) -> list[str]:
     """Remove containers of runs that died without cleaning up (kill -9, a lost machine).
 
-    Called under the engine's lease (hosts.host_lock): while this process (or its workflow) holds it, no other
-    workflow can be measuring on this engine, so every container with the project label is
+    Called under the engine's lease (hosts.host_lock): while this process (or its workflow) holds
+    it, no other workflow can be measuring on this engine, so every container with the project label is
     stale, and a stale task's sidecars would otherwise keep burning CPU beside the next
     measurement. If another live holder has the lease (a call outside the lock), nothing is
     removed: those containers may be its live ones.

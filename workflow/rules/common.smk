@@ -103,8 +103,13 @@ def hold_engines():
     from sidecar_bench import engine_hold
 
     pending = list(workflow.dag.needrun_jobs())
-    if workflow.touch or not workflow.local_exec or not engine_hold.needs_engine(
-        [job.rule.name for job in pending], any(job.is_checkpoint for job in pending)
+    if (
+        workflow.touch
+        or not workflow.local_exec
+        or not engine_hold.needs_engine(
+            [job.rule.name for job in pending],
+            any(job.is_checkpoint for job in pending),
+        )
     ):
         return
     what = f"workflow {PRESET} pid {os.getpid()}"
