@@ -135,6 +135,9 @@ def test_two_engines_of_one_machine_never_measure_at_once(tmp_path, second_engin
     ]
     done = snakemake(project, *targets, cores=2, timeout=1500)
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    # Its engines share a machine: the workflow holds neither's lease (engine_hold.py), or an image
+    # build bound to one engine would wait for ever on the lease the workflow holds on the other.
+    assert "shares its machine with another engine of this workflow" in done.stdout + done.stderr
 
     runs = sorted((project / "results" / "two" / "runs").glob("*/rep*.parquet"))
     assert len(runs) == 4

@@ -16,9 +16,10 @@ two of the workflow's runs the engine is no longer free for others: a second wor
 the first to end instead of slipping its runs in between, so one matrix is measured without
 anything of another in it.
 
-Not on a cluster (each job's engine is its node's) and not for an engine whose lease is busy
-when the workflow starts (another workflow measures): their jobs take their own, waiting as
-before.
+Not on a cluster (each job's engine is its node's), not for an engine whose lease is busy
+when the workflow starts (another workflow measures), and not when two configured engines share
+a machine (a job bound to one, an image build, could never take its lease while the workflow
+held the other's): their jobs take their own, waiting as before.
 """
 
 from __future__ import annotations
@@ -68,6 +69,16 @@ def hold(hosts: list[Mapping[str, Any]], describe: str, timeout: float = 60) -> 
         try:
             held = hostmod._take_lease(host, timeout, describe, WORKFLOW_MAX_HOLD_S)
         except lease.LeaseBusy as err:
+            if f"({describe})" in str(err):
+                # Another engine of this machine, whose lease this workflow holds: a job bound to
+                # this engine (an image build) could never take it while the workflow holds the
+                # other. Hold none; each job takes its own, one engine of the machine at a time.
+                release()
+                os.environ[lease.WORKFLOW_ENV] = "{}"
+                return [
+                    f"engine {host['name']} shares its machine with another engine of this "
+                    "workflow: each job takes its own lease"
+                ]
             lines.append(
                 f"engine {host['name']} is busy ({err}): each job waits for it and takes its lease"
             )
