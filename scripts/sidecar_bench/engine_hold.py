@@ -74,7 +74,6 @@ def hold(hosts: list[Mapping[str, Any]], describe: str, timeout: float = 60) -> 
                 # this engine (an image build) could never take it while the workflow holds the
                 # other. Hold none; each job takes its own, one engine of the machine at a time.
                 release()
-                os.environ[lease.WORKFLOW_ENV] = "{}"
                 return [
                     f"engine {host['name']} shares its machine with another engine of this "
                     "workflow: each job takes its own lease"
