@@ -16,7 +16,7 @@ import pytest
 
 import aggregate_runs
 import make_tables
-from sidecar_bench import flags, job, record, runfile, runner, stats
+from sidecar_bench import cgroup, flags, job, record, runfile, runner, stats
 from sidecar_bench.conditions import Condition, LoadSettings
 from sidecar_bench.synthetic import SMALL_SET, two_mode_samples, write_run
 
@@ -70,13 +70,16 @@ def test_the_entrypoints_exit_line_names_the_process_and_the_signal():
 
 
 def test_the_oom_kill_counter_is_read_from_either_cgroup_version():
-    assert (
-        runner.parse_oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n") == 2
-    )  # v1 memory.oom_control
-    assert (
-        runner.parse_oom_kills("low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\noom_group_kill 0\n") == 1
-    )  # v2
-    assert runner.parse_oom_kills("") is None
+    def snapshot(path: str, text: str) -> cgroup.TaskSnapshot:
+        return cgroup.parse_snapshot(f"@@file {path}\n{text}@@end\n")
+
+    v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"
+    assert snapshot("/sys/fs/cgroup/memory/memory.oom_control", v1).oom_kills == 2
+    v2 = "low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\noom_group_kill 0\n"
+    assert snapshot("/sys/fs/cgroup/memory.events", v2).oom_kills == 1
+    assert snapshot("/proc/uptime", "12.5 3.0\n").oom_kills is None
+    # The snapshot script reads both files, so every snapshot carries the counter.
+    assert all(path in cgroup.SNAPSHOT_SCRIPT for path in cgroup.OOM_FILES)
 
 
 # ---- on_failure --------------------------------------------------------------------------------------

@@ -142,7 +142,7 @@ def instrument(recorder: Recorder) -> None:
     wrap(runner.Measurement, "start", "task start")
     wrap(runner.Measurement, "wait_ready", "readiness")
     wrap(runner.Measurement, "hey", "load")
-    for name in ("snapshot", "oom_kills", "before_window", "after_window", "docker_counters"):
+    for name in ("snapshot", "before_window", "after_window", "docker_counters"):
         wrap(runner.Measurement, name, "reads")
     wrap(runner.Measurement, "remove", "clean-up")
     for name in ("parse_csv", "check_samples", "parse_loadgen_usage"):

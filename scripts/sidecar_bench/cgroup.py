@@ -40,6 +40,11 @@ V2_FILES = (
     "/sys/fs/cgroup/cpuset.cpus.effective",
 )
 ROLES_FILE = "/run/sidecar-bench/roles"
+# The task cgroup's OOM-kill counter (v2 memory.events, v1 memory.oom_control: "oom_kill N"), read with every
+# snapshot, so that the two snapshots around the window say whether the OOM killer acted inside it. The
+# engine's OOMKilled is not enough: on cgroup v1 it stays false when the OOM killer takes a process and the
+# task lives on.
+OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
 # POSIX sh with builtins only: every fork would run in the task's cgroup and be
 # charged to the measured window. `read` drops a file's last line if it lacks a
@@ -58,7 +63,7 @@ for d in /proc/[0-9]*; do
   IFS= read -r s 2>/dev/null < "$d/stat" && echo "@@stat $s"
 done
 echo "@@end"
-""".format(files=" ".join(V1_FILES + V2_FILES + (ROLES_FILE, "/proc/uptime")))
+""".format(files=" ".join(V1_FILES + V2_FILES + (ROLES_FILE, "/proc/uptime") + OOM_FILES))
 
 
 class SnapshotError(ValueError):
@@ -162,6 +167,14 @@ class TaskSnapshot:
     host: HostCpu | None = None
     # "@@..." lines of other readers (the task topology's @@role lines), in order.
     extra: tuple[str, ...] = ()
+
+    @property
+    def oom_kills(self) -> int | None:
+        """The task cgroup's oom_kill counter; None when neither OOM_FILES file was read."""
+        for path in OOM_FILES:
+            if path in self.files:
+                return parse_key_values(self.files[path]).get("oom_kill")
+        return None
 
 
 def parse_key_values(text: str) -> dict[str, int]:

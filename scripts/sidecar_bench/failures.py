@@ -3,7 +3,7 @@
 A run that cannot be measured raises RunError. A process of the task that dies (the app or a sidecar:
 crash, kill, OOM kill) fails the run with AppStopped, never a run file: before the window (the app
 never answers) and inside it (the task has exited, a role's process is gone at the end of the window,
-or the task cgroup's oom_kill counter, read just outside the window on both sides, rose). The error
+or the task cgroup's oom_kill counter, read with the cgroup snapshots that bracket the window, rose). The error
 names the process (role and pid, from the entrypoint's log line: process_exit), its exit status or
 signal, and OOM-killed; AppStopped.failure holds the same for a failure record (job.py, on_failure:
 record).
@@ -25,8 +25,6 @@ import math
 import re
 import signal
 from typing import Any, Mapping
-
-from . import cgroup
 
 
 class RunError(RuntimeError):
@@ -160,22 +158,3 @@ def count_failed(
         "tcp_active_opens": tcp_after["ActiveOpens"] - tcp_before["ActiveOpens"],
     }
     return max(0 if cap_reached else unrecorded, refused + reset_connections), evidence
-
-
-# The task cgroup's OOM-kill counter (v2 memory.events, v1 memory.oom_control: "oom_kill N"), read in the
-# task just before and just after the measured window (outside the CPU window). The engine's OOMKilled
-# is not enough: on cgroup v1 it stays false when the OOM killer takes a process and the task lives on.
-OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
-OOM_SCRIPT = r"""
-for f in {files}; do
-  [ -r "$f" ] || continue
-  while IFS= read -r l || [ -n "$l" ]; do echo "$l"; done < "$f"
-done
-true
-""".format(files=" ".join(OOM_FILES))
-
-
-def parse_oom_kills(text: str) -> int | None:
-    """OOM_SCRIPT's output -> the cgroup's oom_kill count; None when neither file was readable."""
-    counts = cgroup.parse_key_values(text)
-    return counts.get("oom_kill")

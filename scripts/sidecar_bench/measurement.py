@@ -35,12 +35,10 @@ from .containers import (
     watched,
 )
 from .failures import (
-    OOM_SCRIPT,
     AppStopped,
     RunError,
     describe_exit,
     parse_netns_probe,
-    parse_oom_kills,
     process_exit,
 )
 from .labels import RUN_LABEL
@@ -524,11 +522,6 @@ class Measurement:
                 f"{self.condition.id}: reading the cgroup inside the task failed: {result.stderr[:300]}"
             )
         return cgroup.parse_snapshot(result.stdout), taken
-
-    def oom_kills(self) -> int | None:
-        """The task cgroup's oom_kill counter (None if unreadable)."""
-        result = self.task_exec(OOM_SCRIPT)
-        return parse_oom_kills(result.stdout) if result.exit_code == 0 else None
 
     def docker_counters(self) -> cgroup.CgroupCounters:
         return cgroup.parse_docker_stats(self.task.stats(stream=False, one_shot=True))

@@ -83,7 +83,6 @@ from .containers import hardening as hardening
 from .containers import labels as labels
 from .failures import describe_exit as describe_exit
 from .failures import parse_netns_probe as parse_netns_probe
-from .failures import parse_oom_kills as parse_oom_kills
 from .failures import parse_tcp_counters as parse_tcp_counters
 from .failures import process_exit as process_exit
 from .labels import CONDITION_LABEL as CONDITION_LABEL
@@ -282,7 +281,6 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     """The measured window and the checks on it -> (hey samples, run metadata parts)."""
     condition, load = m.condition, m.load
     probe, tcp_before, served_before = m.before
-    oom_before = m.oom_kills()
     proxy_before = m.proxy_counts()
     # Innermost: nothing but the hey exec between the two task snapshots.
     snap_before, t_before = m.snapshot(wait_roles=True)
@@ -304,7 +302,8 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
         pool.shutdown(wait=False, cancel_futures=True)
     tcp_after, served_after, csv_text = m.after_window()
     proxy_after = m.proxy_counts()
-    oom_after = m.oom_kills()
+    # The OOM counter comes with each snapshot: a kill between them happened inside the window.
+    oom_before, oom_after = snap_before.oom_kills, snap_after.oom_kills
     m.task.reload()
     state = m.task.attrs["State"]
     if (

@@ -28,7 +28,7 @@ from .containers import (
     remove_container,
     watched,
 )
-from .failures import RunError, parse_oom_kills, signal_name
+from .failures import RunError, signal_name
 from .labels import PART_LABEL, RUN_LABEL, TASK_CGROUP_LABEL
 from .measurement import Measurement, task_environment
 
@@ -173,13 +173,6 @@ class TaskMeasurement(Measurement):
         except knobs.KnobError as err:
             raise RunError(f"{self.condition.id}: {err}; {result.stderr.strip()[:300]}") from None
         return dataclasses.replace(snap, roles={role: 0 for role in roles}), taken
-
-    def oom_kills(self) -> int | None:
-        snap, _ = self.snapshot()
-        text = snap.files.get("/sys/fs/cgroup/memory/memory.oom_control") or snap.files.get(
-            "/sys/fs/cgroup/memory.events"
-        )
-        return None if text is None else parse_oom_kills(text)
 
     def role_cpu(self, before: cgroup.TaskSnapshot, after: cgroup.TaskSnapshot) -> dict[str, float]:
         """CPU seconds of each role over the window: each role's own container cgroup."""
