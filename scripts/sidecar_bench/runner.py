@@ -232,7 +232,7 @@ def run_condition(
         client.api.timeout = saved_timeout
     samples, parts = meta_parts
     probe = parts.pop("probe")
-    info = client.info()
+    # The engine's info from before the run: what describe() reads of it (kernel, versions, CPUs, ids) is fixed.
     meta = {
         "format_version": record.FORMAT_VERSION,
         "repeat": repeat,
