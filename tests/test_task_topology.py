@@ -79,6 +79,7 @@ def _fake_hierarchy(root: Path, version: int, name: str, containers: dict) -> No
         )
         (root / name / "cpu.max.burst").write_text("0\n")
         (root / name / "memory.swap.max").write_text("max\n")
+        (root / name / "memory.events").write_text("low 0\nhigh 0\nmax 2\noom 1\noom_kill 3\n")
     else:
         for cid in containers.values():
             (root / "cpu" / name / cid).mkdir(parents=True)
@@ -93,6 +94,9 @@ def _fake_hierarchy(root: Path, version: int, name: str, containers: dict) -> No
         for f in ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.cfs_burst_us"):
             (root / "cpu" / name / f).write_text("0\n")
         (root / "memory" / name / "memory.limit_in_bytes").write_text("0\n")
+        (root / "memory" / name / "memory.oom_control").write_text(
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
+        )
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -137,6 +141,8 @@ def test_the_helpers_scripts_write_and_read_the_layout_of_either_cgroup_version(
         3_000_000,
     )
     assert snap.limits.vcpu == 0.25 and snap.limits.cpu_burst_us == 12500
+    # The task cgroup's OOM-kill counter rides on the same read: the run's OOM check compares two of them.
+    assert snap.oom_kills == 3
     # A container whose cgroup is elsewhere has no line the parser accepts: the run fails on its layout.
     read[-1] = "c" * 64
     done = subprocess.run(read, capture_output=True, text=True, timeout=30)
