@@ -11,6 +11,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import pandas as pd
@@ -750,6 +751,26 @@ def test_limits_beyond_the_host_are_refused_and_the_host_itself_is_enough():
     runner.check_host_capacity({}, Condition("go", 64, 2**20, 0, 0), "far", "tcp://far:2376")
 
 
+def test_a_run_checks_the_engine_info_its_job_has_just_read_without_asking_again(tmp_path):
+    # job.main reads the engine's info for its own capacity check and hands it on: one request fewer a run.
+    def no_second_request():
+        raise AssertionError("client.info() called again")
+
+    client = SimpleNamespace(api=SimpleNamespace(base_url="tcp://far:2376"), info=no_second_request)
+    with pytest.raises(runner.RunError, match="vcpu 2 is above the 1 CPUs of host 'far'"):
+        runner.run_condition(
+            client,
+            Condition("go", 2, 2048, 0, 0),
+            LoadSettings(duration_s=1),
+            "task",
+            "loadgen",
+            tmp_path / "run.parquet",
+            "far",
+            info={"NCPU": 1},
+        )
+    assert not (tmp_path / "run.parquet").exists()
+
+
 def test_failed_requests_are_counted_from_the_windows_deltas_not_the_totals():
     before = {"ActiveOpens": 1000, "AttemptFails": 100, "EstabResets": 40}
     after = {"ActiveOpens": 1010, "AttemptFails": 103, "EstabResets": 44}
@@ -787,6 +808,58 @@ def test_the_apps_served_count_and_tcp_counters_come_from_one_probe():
         with pytest.raises(runner.RunError) as err:
             runner.parse_netns_probe(f"{snmp}@@stats\n{answer}\n")
         assert str(err.value) == f'the app\'s /stats did not answer {{"served": N}}: {answer!r}'
+
+
+def test_a_warm_up_and_the_reads_after_it_are_one_exec_that_keeps_heys_status_and_drops_its_output():
+    # The real script under the host's sh: the warm-up's output goes nowhere, its exit status comes
+    # first, then BEFORE_SCRIPT (here /stats does not answer: no app on the host's port).
+    warmup = ["sh", "-c", "echo row; echo oops >&2; exit 3"]
+    done = subprocess.run(
+        ["sh", "-c", measurement_module.WARMUP_THEN_BEFORE, "warm-up", *warmup],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.stdout.startswith("@@before 3\n"), done.stdout
+    assert "row" not in done.stdout and "oops" not in done.stderr
+    assert "@@netns\n" in done.stdout and "@@stats" in done.stdout
+
+
+def test_a_warm_up_takes_the_before_window_reads_from_its_own_exec(caplog):
+    snmp = (FIXTURES / "snmp-before.txt").read_text()
+    m = measurement_module.Measurement(
+        None,
+        Condition("go", 0.5, 2048, 0, 0),
+        LoadSettings(duration_s=2, warmup_s=1),
+        None,
+        None,
+        "r",
+    )
+    execs = []
+
+    def loadgen_exec(cmd):
+        execs.append(cmd)
+        return containers.ExecResult(
+            0, f'@@before {status}\n cpu X\n0.1.4\n@@netns\n{snmp}@@stats\n{{"served": 7}}\n', ""
+        )
+
+    m.loadgen_exec = loadgen_exec
+    status = 0
+    m.warm_up(1)
+    assert m.before == (" cpu X\n0.1.4\n", tcp("snmp-before.txt"), 7)
+    assert len(execs) == 1 and execs[0][:4] == [
+        "sh",
+        "-c",
+        measurement_module.WARMUP_THEN_BEFORE,
+        "warm-up",
+    ]
+    assert execs[0][4:] == m.hey_command(1, "/dev/null") and "-z" in execs[0]
+    assert "warm-up" not in caplog.text
+    status = 124
+    with caplog.at_level(logging.WARNING):
+        m.warm_up(1)
+    assert "go_cpu0.5_mem2048_sc0_load00: the warm-up's hey exited with 124" in caplog.text
+    assert m.before[2] == 7
 
 
 def test_the_role_whose_process_is_gone_or_replaced_is_named():
@@ -1165,6 +1238,10 @@ def test_the_jobs_late_imports_end_before_its_warm_up_begins(client, engine, tmp
     _, meta = record.read_run(out)
     window_start = datetime.fromisoformat(meta["window"]["start"]).timestamp()
     assert window_start - ended[0] >= 1.0, (meta["window"], ended)
+    # The reads before the window follow the warm-up (in its exec): the app's served count rose by the
+    # window's responses alone, none of the warm-up's.
+    requests = meta["requests"]
+    assert requests["served_delta"] == requests["rows"] > 0 and requests["failed"] == 0, requests
 
 
 @pytest.mark.docker

@@ -14,7 +14,8 @@ and window), plus the gap between two processes. Each run's time is split by pha
     checks          engine info, capacity check, stale-container sweep, image lookup
     task start      creating and starting the task and the load generator
     readiness       polling until the app answers, with the before-window reads
-    loadgen         hey's execs beyond their load (exec set-up, hey's exit and CSV write)
+    loadgen         hey's execs beyond their load (exec set-up, hey's exit and CSV write; a warm-up's exec
+                    also takes the reads before the window)
     reads           the snapshots and counters around the window, and copying hey's CSV back
     parsing         parsing and checking hey's CSV
     writing         the run file
@@ -142,6 +143,8 @@ def instrument(recorder: Recorder) -> None:
     wrap(runner.Measurement, "start", "task start")
     wrap(runner.Measurement, "wait_ready", "readiness")
     wrap(runner.Measurement, "hey", "load")
+    # The warm-up's hey and the reads after it: one exec.
+    wrap(runner.Measurement, "warm_up", "load")
     for name in ("snapshot", "before_window", "after_window", "docker_counters"):
         wrap(runner.Measurement, name, "reads")
     wrap(runner.Measurement, "remove", "clean-up")

@@ -280,8 +280,9 @@ def main(
                 )
                 try:
                     # Before anything is created or removed on the engine.
+                    info = client.info()
                     check_host_capacity(
-                        client.info(), cond, host["name"], host.get("url") or engine_address(client)
+                        info, cond, host["name"], host.get("url") or engine_address(client)
                     )
                     remove_stale_containers(client)
                     task_id = _image_on(
@@ -315,6 +316,7 @@ def main(
                         },
                         repeat=repeat,
                         open_load=open_load,
+                        info=info,
                     )
                 except AppStopped as err:
                     reason = (str(err).splitlines() or [type(err).__name__])[0]

@@ -90,6 +90,9 @@ echo @@ready
 """
     + BEFORE_SCRIPT
 )
+# A warm-up's hey ("$@", its output discarded), then BEFORE_SCRIPT in the same exec (one exec fewer): the reads
+# follow the warm-up's load at once, as they did as an exec of their own. @@before carries hey's exit status.
+WARMUP_THEN_BEFORE = '"$@" > /dev/null 2>&1; echo "@@before $?"; ' + BEFORE_SCRIPT
 # In the task, before the window: wait for the roles file ($1, every $3 s, at most $2 times; exit 99 if it never
 # comes), then the snapshot. The sleeps fall before the snapshot's reads, outside the measured window.
 ROLES_THEN_SNAPSHOT = (
@@ -531,6 +534,24 @@ class Measurement:
         result = self.loadgen_exec(["sh", "-c", BEFORE_SCRIPT])
         self.before = self._before_window(result, result.stdout)
 
+    def warm_up(self, duration_s: float) -> None:
+        """The warm-up's load, not recorded, then the before-window reads (before_window) in the same exec.
+
+        An open loop warms up from its own generator's container: there the reads are an exec of their own."""
+        if self.open_load is not None:
+            self.generate(duration_s, "/dev/null", warmup=True)
+            self.before_window()
+            return
+        result = self.loadgen_exec(
+            ["sh", "-c", WARMUP_THEN_BEFORE, "warm-up", *self.hey_command(duration_s, "/dev/null")]
+        )
+        head, marker, rest = result.stdout.partition("@@before ")
+        status, _, text = rest.partition("\n")
+        if marker and status.strip() != "0":
+            # As before the merge, a failed warm-up fails the run only where the reads or the window fail.
+            log.warning("%s: the warm-up's hey exited with %s", self.condition.id, status.strip())
+        self.before = self._before_window(result, text if marker else head)
+
     def _before_window(self, result: ExecResult, text: str) -> tuple[str, dict[str, int], int]:
         """BEFORE_SCRIPT's output -> (probe text, Tcp counters, served)."""
         if result.exit_code != 0:
@@ -558,15 +579,17 @@ class Measurement:
 
     def hey(self, duration_s: float, csv_path: str) -> ExecResult:
         """hey with its CSV written to csv_path in the load generator; stdout holds its CPU counter lines."""
+        return self.loadgen_exec(self.hey_command(duration_s, csv_path))
+
+    def hey_command(self, duration_s: float, csv_path: str) -> list[str]:
+        """hey's exec (hey.command_to_file), killed if it outlives its duration by HEY_GRACE_S."""
         limit = f"{duration_s + HEY_GRACE_S:g}"
-        return self.loadgen_exec(
-            hey.command_to_file(
-                self.work_url,
-                duration_s,
-                self.load.concurrency,
-                csv_path,
-                ("timeout", "-s", "KILL", limit),
-            )
+        return hey.command_to_file(
+            self.work_url,
+            duration_s,
+            self.load.concurrency,
+            csv_path,
+            ("timeout", "-s", "KILL", limit),
         )
 
     @property

@@ -13,7 +13,8 @@ Sequence (every step through the Docker SDK, so a remote engine works the same):
    reads the environment probe, /stats and /proc/net/snmp); fail with the
    container's last log lines if it exits or times out.
 4. Optional warm-up (warmup_s: 5 s in config.yaml; the article used none, its
-   hey run starting on a freshly started app), then those reads again.
+   hey run starting on a freshly started app), then those reads again (in the
+   warm-up's own exec, right after its hey).
 5. The measured window, innermost last:
      /stats served + /proc/net/snmp (load generator, with the environment probe)
        [wait for the entrypoint's roles file,] cgroup files and limits,
@@ -137,12 +138,14 @@ def run_condition(
     extra_environment: Mapping[str, Any] | None = None,
     repeat: int = 1,
     open_load: OpenLoad | None = None,
+    info: Mapping[str, Any] | None = None,
 ) -> Path:
     """Measure one condition on the engine behind client and write out_path (a run file).
 
     task_image / loadgen_image: an image id or tag, or a docker Image object.
     repeat: which repetition of the condition this run is (1, 2, ...), stored as meta["repeat"].
     open_load: for an open-loop condition (load_model open), its rate and generator image (required).
+    info: the engine's client.info() if the caller has just read it (one API request fewer); read here if None.
     Raises RunError with what went wrong; Interrupted on SIGINT/SIGTERM. No
     container of this run survives the call, and out_path exists only if the
     run succeeded.
@@ -153,7 +156,7 @@ def run_condition(
     )  # the app's own warm-up (load.app_warmup_s), if it has one
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise RunError(f"{condition.id}: repeat {repeat!r} is not a whole number >= 1")
-    info = client.info()
+    info = client.info() if info is None else info
     check_host_capacity(info, condition, host_name, engine_address(client))
     try:
         knobs.check_supported(info, condition, host_name)
@@ -205,8 +208,7 @@ def run_condition(
                     measurement.before_window()
                 elif load.warmup_s > 0:
                     log.info("warm-up: %g s of the same load, not recorded", load.warmup_s)
-                    measurement.generate(load.warmup_s, "/dev/null", warmup=True)
-                    measurement.before_window()
+                    measurement.warm_up(load.warmup_s)
                 measurement.in_window = True
                 meta_parts = _measure(measurement)
             except AppStopped:
