@@ -396,6 +396,32 @@ def test_wall_and_cpu_sidecars_side_by_side(tmp_path):
     assert (tmp_path / "burn_comparison.svg").stat().st_size > 0
 
 
+def _values_of(spec, field):
+    """Every value of field in a Vega-Lite spec's inline data, at any depth."""
+    if isinstance(spec, dict):
+        found = [spec[field]] if field in spec and not isinstance(spec[field], (dict, list)) else []
+        return found + [v for value in spec.values() for v in _values_of(value, field)]
+    if isinstance(spec, list):
+        return [v for value in spec for v in _values_of(value, field)]
+    return []
+
+
+def test_a_p99_interval_down_to_zero_ends_at_heys_resolution_on_the_log_axes(tmp_path):
+    # A t interval over three runs can reach 0 ms; on a log axis that one bar would leave the whole panel
+    # without a scale (seen in a published chart). Such a bar ends at 0.1 ms, the point stays where it is.
+    runs, wall, _, _ = small_model(tmp_path)
+    wall["p99_ms_lo"] = 0.0
+    data = delivered_data(wall, runs, load_reference(REFERENCE))
+    ours = data[data["source"] == "ours"]
+    assert len(ours) and (ours["p99_lo"] == 0.1).all() and (ours["p99"] > 0.1).all()
+    cpu = wall.copy()
+    long = m.burn_comparison({("wall", "figure"): wall, ("cpu", "figure-cpu"): cpu})
+    spec = burn_comparison_chart(long).to_dict()
+    lows = _values_of(spec, "p99_ms_lo")
+    assert lows and min(lows) == 0.1
+    assert set(_values_of(spec, "p99_ms")) == set(wall["p99_ms"])
+
+
 @pytest.mark.workflow
 def test_the_workflow_compares_with_a_measured_cpu_burn_preset(tmp_path):
     from workflow_helpers import copy_project, dry_run

@@ -14,6 +14,7 @@ from .charts import (
     DELIVERED_TITLE,
     FIGURE_SETUPS,
     HEIGHT,
+    LATENCY_FLOOR_MS,
     LOAD_SCALE,
     LOAD_TITLE,
     MODEL_UNRINGED,
@@ -42,7 +43,12 @@ def burn_comparison_chart(long: pd.DataFrame) -> vlspec.ChartLike:
                     c for c in metric_flags(v, "p99_ms").split(",") if c and c not in MODEL_UNRINGED
                 )
                 for v in long["flags"]
-            ]
+            ],
+            # P99 goes on a log axis, where a t interval's low end of 0 would break the whole panel: such a
+            # bar ends at hey's resolution (charts.figure_data does the same).
+            p99_ms_lo=pd.to_numeric(long["p99_ms_lo"], errors="coerce").clip(
+                lower=LATENCY_FLOOR_MS
+            ),
         )
     )
     color = alt.Color(
