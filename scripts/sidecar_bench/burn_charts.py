@@ -14,12 +14,12 @@ from .charts import (
     DELIVERED_TITLE,
     FIGURE_SETUPS,
     HEIGHT,
-    LATENCY_FLOOR_MS,
     LOAD_SCALE,
     LOAD_TITLE,
     MODEL_UNRINGED,
     WIDTH,
     flag_ring,
+    latency_low_end,
     metric_flags,
     placeholder,
     with_flags,
@@ -44,11 +44,7 @@ def burn_comparison_chart(long: pd.DataFrame) -> vlspec.ChartLike:
                 )
                 for v in long["flags"]
             ],
-            # P99 goes on a log axis, where a t interval's low end of 0 would break the whole panel: such a
-            # bar ends at hey's resolution (charts.figure_data does the same).
-            p99_ms_lo=pd.to_numeric(long["p99_ms_lo"], errors="coerce").clip(
-                lower=LATENCY_FLOOR_MS
-            ),
+            p99_ms_lo=latency_low_end(long["p99_ms_lo"]),  # P99 goes on a log axis
         )
     )
     color = alt.Color(

@@ -192,6 +192,12 @@ def column_of(rows: pd.DataFrame, name: str) -> pd.Series:
 LATENCY_FLOOR_MS = 0.1  # hey's resolution
 
 
+def latency_low_end(values) -> pd.Series:
+    """Latency interval low ends as drawn on a log axis, where a t interval's low end of 0 would break the
+    whole axis: no latency is below hey's resolution, so that is where such a bar ends."""
+    return pd.to_numeric(pd.Series(values), errors="coerce").clip(lower=LATENCY_FLOOR_MS)
+
+
 def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     memory = baseline_memory(summary)
     frames = []
@@ -234,12 +240,9 @@ def figure_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
                 )
     columns = ["setup", "load", "series", "value", "lo", "hi", "source", "delivered", "flags"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
-    # Latencies go on a log axis, where a t interval's low end of 0 would break the whole axis:
-    # no latency is below hey's 0.1 ms resolution, so that is where such a bar ends.
+    # Latencies go on a log axis (latency_low_end).
     latency = data["series"].isin(["P50", "P99"])
-    data.loc[latency, "lo"] = pd.to_numeric(data.loc[latency, "lo"], errors="coerce").clip(
-        lower=LATENCY_FLOOR_MS
-    )
+    data.loc[latency, "lo"] = latency_low_end(data.loc[latency, "lo"])
     return with_flags(data.dropna(subset=["value"]))
 
 

@@ -21,7 +21,6 @@ from .charts import (
     DELIVERED_TITLE,
     FIGURE_SETUPS,
     HEIGHT,
-    LATENCY_FLOOR_MS,
     LOAD_TITLE,
     MODEL_UNRINGED,
     WIDTH,
@@ -29,6 +28,7 @@ from .charts import (
     flag_ring,
     figure_setup_parts,
     flagged_subtitle,
+    latency_low_end,
     metric_flags,
     ours_and_article,
     placeholder,
@@ -293,10 +293,9 @@ def delivered_data(
                         "predicted_retained": [predicted.get(i, math.nan) / rps0 for i in ids],
                         "rps": rows["rps"].to_numpy(),
                         "p99": rows["p99_ms"].to_numpy(),
-                        # On a log axis a low end of 0 would break the panel: it ends at hey's resolution.
-                        "p99_lo": pd.to_numeric(column_of(rows, "p99_ms_lo"), errors="coerce")
-                        .clip(lower=LATENCY_FLOOR_MS)
-                        .to_numpy(),
+                        "p99_lo": latency_low_end(
+                            column_of(rows, "p99_ms_lo")
+                        ).to_numpy(),  # log axis
                         "p99_hi": column_of(rows, "p99_ms_hi").to_numpy(),
                         "flags": [model_flags(v) for v in column_of(rows, "flags")],
                     }
