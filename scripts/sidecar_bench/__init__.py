@@ -18,7 +18,8 @@ intervals), timeseries (drift), flags, breaking (breaking points), adaptive (mor
 wide), capacity (the open loop's base rates), loadmodel (closed- or open-loop rows).
 
 Tables and charts: cells (what both read), table_format, tables (the article's), findings (its findings checked by
-rule), burn_tables, model_tables, mitigations, layouts, proxy_tables, openloop_report; chart_files, vlspec (compound
+rule), burn_tables, model_tables, mitigations, layouts, proxy_tables, openloop_report; chart_files (and render_worker,
+which draws beside a chart stage), vlspec (compound
 charts as specs), charts, burn_charts, model_charts, mitigation_charts, layout_charts; model and forward (the
 CPU-budget model); reference (the article's numbers); set_report (a published set's page).
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import altair as alt
 from altair.vegalite.v6.schema.core import Root
 
+from . import render_worker
 from .vlspec import ChartLike, Compound, altair_spec
 
 # Set (to anything but "" or "0") by the test suite for itself and the workflows it starts: every spec written is
@@ -131,7 +133,8 @@ def save_chart(
     """The chart as name.<format> for each format, each as chart.save(path) would write it.
 
     The spec is made once and rendered in every format: making it is most of a chart's cost, and chart.save
-    made it again per format."""
+    made it again per format. Inside rendering_in_background, the SVG and PNG are drawn by the second process
+    and are whole once the block has ended."""
     from altair.utils.save import save
 
     spec = _Spec(chart_spec(chart))
@@ -141,27 +144,62 @@ def save_chart(
         "vegaembed_version": alt.VEGAEMBED_VERSION,
     }
     formats = list(formats)
-    # vl-convert makes a PNG by rasterising the chart's SVG: the chart is drawn once for both.
-    svg = _svg(spec.spec) if {"png", "svg"} & set(formats) else ""
-    written = []
-    for fmt in formats:
-        path = out_dir / f"{name}.{fmt}"
+    paths = {fmt: out_dir / f"{name}.{fmt}" for fmt in formats}
+    drawn = {fmt: paths.get(fmt) for fmt in ("svg", "png")}
+    if _background is not None and any(drawn.values()):
+        _background.draw(
+            spec.spec, name, _vl_version(), drawn["svg"], drawn["png"], PNG_SCALE, PNG_PPI
+        )
+    elif any(drawn.values()):
+        # vl-convert makes a PNG by rasterising the chart's SVG: the chart is drawn once for both.
+        svg = _svg(spec.spec)
+        if drawn["png"]:
+            drawn["png"].write_bytes(_png(svg))
+        if drawn["svg"]:
+            drawn["svg"].write_text(svg, encoding="utf-8")
+    for fmt, path in paths.items():
         if fmt == "html":  # JavaScript inlined: opens without network
             with alt.data_transformers.disable_max_rows():
                 save(spec, path, template=_InlineTemplate(), **versions)
-        elif fmt == "png":
-            path.write_bytes(_png(svg))
-        elif fmt == "svg":
-            path.write_text(svg, encoding="utf-8")
-        else:  # any other format altair saves
+        elif fmt not in drawn:  # any other format altair saves
             with alt.data_transformers.disable_max_rows():
                 save(spec, path, **versions)
-        written.append(path)
-    return written
+    return list(paths.values())
+
+
+_background: render_worker.Worker | None = None
+
+
+@contextmanager
+def rendering_in_background(enabled: bool | None = None) -> Iterator[None]:
+    """Within the block, save_chart hands each chart's SVG and PNG to a second process (render_worker) and goes
+    on to the next chart; the block's end waits until every file is written and raises if any was not. The
+    HTML is written at once. enabled: None draws in the background where this process may use two CPUs; False
+    draws in this process, as outside the block. The files are byte for byte those drawn in this process."""
+    global _background
+    started = render_worker.take_started()
+    if _background is not None or not (render_worker.two_cpus() if enabled is None else enabled):
+        if started is not None:
+            started.abandon()
+        yield
+        return
+    _background = started or render_worker.Worker()
+    try:
+        yield
+        _background.finish()
+    finally:
+        worker, _background = _background, None
+        worker.abandon()
 
 
 PNG_SCALE = 2
 PNG_PPI = 72  # what chart.save writes a PNG at unless told otherwise
+
+
+def _vl_version() -> str:
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    return vl_version_for_vl_convert()
 
 
 def _svg(spec: dict) -> str:

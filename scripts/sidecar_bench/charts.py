@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import altair as alt
 import numpy as np
@@ -918,22 +918,30 @@ CHART_NAMES = (
 )
 
 
-def build_charts(
+def chart_makers(
     summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]
-) -> dict[str, vlspec.ChartLike]:
+) -> dict[str, Callable[[], vlspec.ChartLike]]:
+    """Each chart of CHART_NAMES as a function that makes it: write_charts hands each to be drawn before it makes
+    the next (drawing goes on beside the making)."""
     summary = measured_only(
         summary
     )  # a condition whose repetitions all failed has no point to draw
     # The article's charts hold its settings only; the knobs against throttling have their own table.
     summary = article_settings(summary)
     return {
-        "latency_rps_vs_load": latency_rps_chart(summary, ref),
-        "rps_retained": retained_chart(summary, ref),
-        "rps_by_memory": memory_chart(summary, ref),
-        "tail_share_vs_load": tail_share_chart(summary),
-        "latency_distribution": distribution_chart(summary, ref, runs),
-        "per_second": timeseries_chart(summary, runs),
+        "latency_rps_vs_load": lambda: latency_rps_chart(summary, ref),
+        "rps_retained": lambda: retained_chart(summary, ref),
+        "rps_by_memory": lambda: memory_chart(summary, ref),
+        "tail_share_vs_load": lambda: tail_share_chart(summary),
+        "latency_distribution": lambda: distribution_chart(summary, ref, runs),
+        "per_second": lambda: timeseries_chart(summary, runs),
     }
+
+
+def build_charts(
+    summary: pd.DataFrame, ref: pd.DataFrame, runs: Sequence[str | Path]
+) -> dict[str, vlspec.ChartLike]:
+    return {name: make() for name, make in chart_makers(summary, ref, runs).items()}
 
 
 def write_charts(
@@ -946,6 +954,6 @@ def write_charts(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, chart in build_charts(summary, ref, runs).items():
-        written += save_chart(chart, out_dir, name, tuple(formats))
+    for name, make in chart_makers(summary, ref, runs).items():
+        written += save_chart(make(), out_dir, name, tuple(formats))
     return written

@@ -580,15 +580,16 @@ def write_model_charts(
     """The model's charts (MODEL_CHART_NAMES). The sweeps' dashed line is the forward prediction."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    built = {
-        "decomposition_vs_measured": decomposition_chart(model),
-        "forward_ratio_vs_load": forward_ratio_chart(forward),
-        "sweeps_vs_delivered_load": delivered_load_chart(
+    # Each made when the one before is handed to be drawn (save_chart): the drawing goes on beside the making.
+    makers = {
+        "decomposition_vs_measured": lambda: decomposition_chart(model),
+        "forward_ratio_vs_load": lambda: forward_ratio_chart(forward),
+        "sweeps_vs_delivered_load": lambda: delivered_load_chart(
             summary, per_run, ref, forward, sidecar_burn
         ),
-        "retained_vs_sidecar_share": budget_line_chart(summary, sidecar_burn),
+        "retained_vs_sidecar_share": lambda: budget_line_chart(summary, sidecar_burn),
     }
     written = []
-    for name, chart in built.items():
-        written += save_chart(chart, out_dir, name, tuple(formats))
+    for name, make in makers.items():
+        written += save_chart(make(), out_dir, name, tuple(formats))
     return written

@@ -17,6 +17,13 @@ version's model, replacing what was there:
     .venv/bin/python workflow/scripts/model_report.py results/published/article
 """
 
+# Run by Snakemake, the process that draws the charts starts first: its engine starts while this one imports
+# pandas and altair (imported, as by the tests, the module starts nothing).
+from sidecar_bench import render_worker
+
+if "snakemake" in globals():
+    render_worker.start()
+
 import argparse
 import json
 import shutil
@@ -29,6 +36,7 @@ from sidecar_bench import forward as fwd
 from sidecar_bench import model as modelmod
 from sidecar_bench import model_tables
 from sidecar_bench.cells import article_settings
+from sidecar_bench.chart_files import rendering_in_background
 from sidecar_bench.loadmodel import closed_loop
 from sidecar_bench.model_charts import write_model_charts
 from sidecar_bench.reference import load_reference
@@ -56,29 +64,31 @@ def main(
     formats=("html", "png", "svg"),
     calibration_runs=None,
 ):
-    # The model is the article's settings' (the knobs against throttling change the budget it models).
-    per_run = modelmod.with_run_costs(article_settings(read_frame(runs_summary)))
-    conditions = modelmod.summary_with_costs(article_settings(read_frame(summary)), per_run)
-    cal_runs = (
-        modelmod.with_run_costs(read_frame(calibration_runs))
-        if calibration_runs and Path(calibration_runs).exists()
-        else None
-    )
-    cal = pd.read_csv(calibration)
-    ref = load_reference(reference)
-    model = modelmod.decompose(conditions, cal, sidecar_burn)
-    forward = fwd.forward_predict(conditions, per_run, cal_runs)
-    built = [
-        model_tables.decomposition_table(model),
-        model_tables.decomposition_share_table(modelmod.share_within(model)),
-        model_tables.decomposition_misses_table(modelmod.largest_misses(model)),
-        *model_tables.forward_tables(forward),
-        model_tables.article_costs_table(modelmod.article_costs(ref, cal)),
-    ]
-    written = write_table_files(built, tables_dir, environment_note(conditions))
-    written += write_model_charts(
-        model, forward, conditions, per_run, ref, charts_dir, sidecar_burn, formats
-    )
+    # The charts are drawn by a second process, whose engine starts while the model is made.
+    with rendering_in_background():
+        # The model is the article's settings' (the knobs against throttling change the budget it models).
+        per_run = modelmod.with_run_costs(article_settings(read_frame(runs_summary)))
+        conditions = modelmod.summary_with_costs(article_settings(read_frame(summary)), per_run)
+        cal_runs = (
+            modelmod.with_run_costs(read_frame(calibration_runs))
+            if calibration_runs and Path(calibration_runs).exists()
+            else None
+        )
+        cal = pd.read_csv(calibration)
+        ref = load_reference(reference)
+        model = modelmod.decompose(conditions, cal, sidecar_burn)
+        forward = fwd.forward_predict(conditions, per_run, cal_runs)
+        built = [
+            model_tables.decomposition_table(model),
+            model_tables.decomposition_share_table(modelmod.share_within(model)),
+            model_tables.decomposition_misses_table(modelmod.largest_misses(model)),
+            *model_tables.forward_tables(forward),
+            model_tables.article_costs_table(modelmod.article_costs(ref, cal)),
+        ]
+        written = write_table_files(built, tables_dir, environment_note(conditions))
+        written += write_model_charts(
+            model, forward, conditions, per_run, ref, charts_dir, sidecar_burn, formats
+        )
     for line in fwd.share_within(forward).to_string(index=False).splitlines():
         print(f"forward: {line}", file=sys.stderr)
     print(f"model: wrote {len(written)} files", file=sys.stderr)
