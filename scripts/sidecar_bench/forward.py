@@ -182,26 +182,40 @@ def fit_cost(per_run: pd.DataFrame, app: str, vcpu: float) -> CostFit | None:
     )
 
 
+# What delivery_points reads of the summary.
+DELIVERY_COLUMNS = (
+    "condition_id",
+    "app",
+    "vcpu",
+    "sidecar_count",
+    "sidecar_load_pct",
+    "sidecars_cpu_pct",
+)
+
+
 def delivery_points(
     summary: pd.DataFrame, app: str, vcpu: float, sidecar_count: float, leave_out: str
 ) -> list[tuple[float, float]]:
     """(per-sidecar nominal load, mean delivered CPU per sidecar) of the loaded cells of an app and vCPU, all but
-    `leave_out`, sorted by load: those with the same sidecar count when there are any, else every count."""
-    rows = summary[
-        (summary["app"] == app)
-        & np.isclose(_numeric(summary, "vcpu"), float(vcpu))
-        & (_numeric(summary, "sidecar_count") > 0)
-        & (_numeric(summary, "sidecar_load_pct") > 0)
-        & (summary["condition_id"] != leave_out)
-    ]
-    same = rows[np.isclose(_numeric(rows, "sidecar_count"), float(sidecar_count))]
-    rows = same if len(same) else rows
-    per_sidecar = _numeric(rows, "sidecars_cpu_pct") / _numeric(rows, "sidecar_count")
-    frame = pd.DataFrame(
-        {"load": _numeric(rows, "sidecar_load_pct"), "delivered": per_sidecar}
-    ).dropna()
-    means = frame.groupby("load", sort=True)["delivered"].mean()
-    return [(float(load), float(value)) for load, value in means.items()]
+    `leave_out`, sorted by load: those with the same sidecar count when there are any, else every count.
+    On the columns' arrays: it is asked once a cell, and each selection of the frame copied every column."""
+    count = _numeric(summary, "sidecar_count").to_numpy(float)
+    load = _numeric(summary, "sidecar_load_pct").to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        rows = (
+            (summary["app"] == app).to_numpy(dtype=bool, na_value=False)
+            & np.isclose(_numeric(summary, "vcpu").to_numpy(float), float(vcpu))
+            & (count > 0)
+            & (load > 0)
+            & (summary["condition_id"] != leave_out).to_numpy(dtype=bool, na_value=True)
+        )
+    same = rows & np.isclose(count, float(sidecar_count))
+    rows = same if same.any() else rows
+    per_sidecar = _numeric(summary, "sidecars_cpu_pct").to_numpy(float)[rows] / count[rows]
+    load = load[rows]
+    kept = ~(np.isnan(per_sidecar) | np.isnan(load))
+    means = pd.Series(per_sidecar[kept]).groupby(load[kept], sort=True).mean()
+    return [(float(level), float(value)) for level, value in means.items()]
 
 
 def delivered_per_sidecar(points: list[tuple[float, float]], load: float) -> float:
@@ -441,7 +455,9 @@ def forward_predict(
         key: fit_cost(runs, *key)
         for key in {(str(a), float(v)) for a, v in zip(summary["app"], summary["vcpu"])}
     }
-    rows = [predict_cell(cond, summary, runs, costs) for _, cond in summary.iterrows()]
+    # The other cells are read for their delivery only: those columns alone (each cell's selection copies them).
+    delivery = summary[[c for c in DELIVERY_COLUMNS if c in summary.columns]]
+    rows = [predict_cell(cond, delivery, runs, costs) for _, cond in summary.iterrows()]
     return pd.DataFrame(rows).reindex(columns=FORWARD_COLUMNS)
 
 
