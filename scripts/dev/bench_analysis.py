@@ -12,7 +12,9 @@ Writes the runs (per the run file format (record.py); runs/<condition id>/rep<N>
 dir, then runs each analysis stage the workflow runs (aggregate_runs, make_tables, plot_charts,
 calibrate, model_report) in a fresh Python process, as Snakemake runs its scripts, --times times, and
 reports per stage the median of: the process's wall time (interpreter start and imports included),
-the stage's own time, and its peak RSS (resource.getrusage ru_maxrss). The load average before and
+the stage's own time, its CPU time and its peak RSS (resource.getrusage ru_maxrss), each with those of the
+process that draws the charts beside the chart stages (its CPU added, its peak RSS added to the stage's: an
+upper bound of what both held at once). The load average and the time of 10 million additions in a Python loop before and
 after is printed: the machine is shared. Not part of the test suite: timing depends on what else runs.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import resource
 import statistics
@@ -43,6 +46,13 @@ def run_stage(stage: str, work: Path) -> dict:
     runs = sorted(str(p) for p in (work / "runs").rglob("*.parquet"))
     setup = json.loads((work / "bench.json").read_text())
     start = time.perf_counter()
+    if stage in ("charts", "model"):  # as the rule script does before its imports, under Snakemake
+        try:
+            from sidecar_bench import render_worker
+        except ImportError:  # a commit from before it: the benchmark times older code too
+            pass
+        else:
+            render_worker.start()
     if stage == "aggregate":
         import aggregate_runs
 
@@ -98,11 +108,14 @@ def run_stage(stage: str, work: Path) -> dict:
         raise SystemExit(f"unknown stage {stage!r}; use {', '.join(STAGES)}")
     seconds = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    # The chart stages' drawing process (chart_files.rendering_in_background), ended and waited for by now.
+    helper = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "stage": stage,
         "seconds": round(seconds, 2),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime + helper.ru_utime + helper.ru_stime, 2),
+        # The stage's peak and its helper's added: at most what both held at once.
+        "peak_rss_mb": round((usage.ru_maxrss + helper.ru_maxrss) / 1024, 1),
     }
 
 
@@ -200,6 +213,18 @@ def generate(work: Path, count: int | None = None, repeats: int = 3) -> dict:
     }
 
 
+def python_loop_s(additions: int = 10_000_000) -> float:
+    """Seconds for 10 million additions in a Python loop (best of 3): how fast this machine runs Python now."""
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        total = 0
+        for i in range(additions):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return round(best, 3)
+
+
 def time_stage(stage: str, work: Path) -> dict:
     """One stage in a fresh process (its peak RSS is that stage's alone, as under Snakemake)."""
     start = time.perf_counter()
@@ -236,6 +261,7 @@ def main(
         data = generate(work, count, repeats)
         print(json.dumps({"synthetic_data": data}), flush=True)
         load_before = os.getloadavg()
+        speed_before = python_loop_s()
         rounds = []
         for _ in range(times):
             timed = []
@@ -263,6 +289,8 @@ def main(
             "peak_rss_mb": max(s["peak_rss_mb"] for s in medians),
             "loadavg_before": [round(x, 2) for x in load_before],
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+            # The VM's speed that hour: the same code took 10.4 s and 17.7 s a quarter of an hour apart.
+            "python_loop_s_before_after": [speed_before, python_loop_s()],
         }
         for row in medians:
             print(
