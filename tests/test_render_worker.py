@@ -128,28 +128,31 @@ def test_an_error_in_the_block_ends_the_process_and_draws_nothing_more(tmp_path)
 
 def test_the_process_ends_within_seconds_of_a_stage_killed_with_sigkill():
     """A stage killed by kill -9 (Ctrl-C's escalation, a cluster's time limit) leaves no process drawing: the
-    process reads the end of its input when the stage's end of the pipe closes with the stage."""
+    process reads the end of its input when the stage's end of the pipe closes with the stage, and removes the
+    folder of the specs handed to it."""
     stage = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "from sidecar_bench import render_worker\n"
             "render_worker.start()\n"
-            "print(render_worker._started.process.pid, flush=True)\n"
+            "print(render_worker._started.process.pid, render_worker._started.specs, flush=True)\n"
             "import time; time.sleep(600)\n",
         ],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(Path(render_worker.__file__).resolve().parents[1])},
     )
-    pid = int(stage.stdout.readline())
-    assert _alive(pid)
+    pid, specs = stage.stdout.readline().split()
+    pid = int(pid)
+    assert _alive(pid) and Path(specs).is_dir()
     stage.send_signal(signal.SIGKILL)
     stage.wait()
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(pid)
+    assert not Path(specs).exists()  # the specs' folder goes with it
 
 
 def _alive(pid: int) -> bool:

@@ -2,7 +2,7 @@
 
 Drawing holds the interpreter's lock (vl-convert does not release it), so a stage that writes several charts
 draws them here while it makes the next chart's spec (chart_files.rendering_in_background), on a second core.
-vl-convert's JavaScript engine starts (about 0.45 s) as soon as the process does, while the stage still reads
+vl-convert's JavaScript engine starts (about 0.4 s here) as soon as the process does, while the stage still reads
 its data.
 
     python -m sidecar_bench.render_worker
@@ -13,8 +13,9 @@ with start() (then rendering_in_background takes that one).
 Reads one JSON request a line on standard input: {"spec": <path of the spec's JSON>, "vl_version": ...,
 "svg": <path or null>, "png": <path or null>, "scale": ..., "ppi": ...}. Writes each file whole or not at all
 (a temporary name beside it, then a rename), and answers each request with one line, {"ok": true} or
-{"error": "<what failed>"}, in the order of the requests. Ends at the end of its input. Imports nothing
-beyond the standard library until a chart is drawn, so that its import is cheap in the stage that starts it.
+{"error": "<what failed>"}, in the order of the requests. Ends at the end of its input (the stage has closed
+it, or has died), removing the folder of specs it was given (SIDECAR_BENCH_SPECS). The module imports only the
+standard library, so that importing it costs the stage nothing; the process imports vl-convert at once.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ import traceback
 from pathlib import Path
 
 MODULE = "sidecar_bench.render_worker"
+# The folder of the specs handed over (a temporary one a stage): the process removes it when its input ends,
+# so that a stage killed with SIGKILL leaves none behind.
+SPECS_PREFIX = "sidecar-bench-specs-"
+SPECS_ENV = "SIDECAR_BENCH_SPECS"
 
 # A chart small enough to start the JavaScript engine with.
 WARM_UP_SPEC = {"data": {"values": [{"x": 0}]}, "mark": "point", "encoding": {"x": {"field": "x"}}}
@@ -84,14 +89,19 @@ def main() -> None:
         sys.stdout.write(json.dumps(message) + "\n")
         sys.stdout.flush()
 
-    serve(sys.stdin, answer)
+    try:
+        serve(sys.stdin, answer)
+    finally:  # its input has ended: the stage is done with it, or has died without removing the specs
+        specs = os.environ.get(SPECS_ENV, "")
+        if Path(specs).name.startswith(SPECS_PREFIX):
+            shutil.rmtree(specs, ignore_errors=True)
 
 
 class Worker:
     """The stage's side: this module's process, the charts handed to it, and their answers."""
 
     def __init__(self):
-        self.specs = Path(tempfile.mkdtemp(prefix="sidecar-bench-specs-"))
+        self.specs = Path(tempfile.mkdtemp(prefix=SPECS_PREFIX))
         self.errors = tempfile.TemporaryFile()
         path = os.environ.get("PYTHONPATH")
         env = {
@@ -99,6 +109,7 @@ class Worker:
             # this library, whichever checkout the stage imported it from
             "PYTHONPATH": str(Path(__file__).resolve().parents[1])
             + (os.pathsep + path if path else ""),
+            SPECS_ENV: str(self.specs),
         }
         self.process = subprocess.Popen(
             [sys.executable, "-m", MODULE],
