@@ -135,12 +135,26 @@ def _chart(path: Path) -> str:
     )
 
 
-def _charts(folder: Path) -> list[tuple[str, str]]:
-    """(name, html) for every chart in folder: its SVG, or its PNG where no SVG was made."""
-    paths = sorted(folder.glob("*.svg")) + [
+def chart_paths(folder: Path) -> list[Path]:
+    """Every chart in folder as the page shows it: its SVG, or its PNG where no SVG was made."""
+    return sorted(folder.glob("*.svg")) + [
         p for p in sorted(folder.glob("*.png")) if not p.with_suffix(".svg").exists()
     ]
-    return [(path.stem, _chart(path)) for path in paths]
+
+
+def page_charts(set_dir: Path) -> list[Path]:
+    """Every chart file render() embeds for the set in set_dir, in the page's order."""
+    return [
+        path
+        for _, sub, kind in SECTIONS
+        if kind in ("charts", "both") and (Path(set_dir) / sub).is_dir()
+        for path in chart_paths(Path(set_dir) / sub)
+    ]
+
+
+def _charts(folder: Path) -> list[tuple[str, str]]:
+    """(name, html) for every chart in folder (chart_paths)."""
+    return [(path.stem, _chart(path)) for path in chart_paths(folder)]
 
 
 def _tables(folder: Path) -> list[tuple[str, str]]:
