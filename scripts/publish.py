@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from sidecar_bench import flags as flagmod
-from sidecar_bench import set_report
+from sidecar_bench import harness_gaps, set_report
 from sidecar_bench.runfile import read_meta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,8 +55,8 @@ def _distinct(frame: pd.DataFrame, column: str) -> list[Any]:
 
 # Runs further apart than this (from one window's end to the next one's start) belong to two
 # stretches of measurement: a set measured in several sittings, or partly adopted from another
-# preset's runs, says when each part was measured and with which commit.
-STRETCH_GAP_S = 600
+# preset's runs, says when each part was measured and with which commit (harness_gaps.STRETCH_GAP_S).
+STRETCH_GAP_S = harness_gaps.STRETCH_GAP_S
 
 
 def stretches(metas: list[dict[str, Any]], gap_s: float = STRETCH_GAP_S) -> list[dict[str, Any]]:
@@ -188,7 +188,32 @@ def provenance(results: Path, preset: str, measured_commit: str | None = None) -
         },
         "flagged_conditions": int((summary["flags"].fillna("") != "").sum()),
         "flagged_by_flag": flagged,
+        # The harness's time between runs of the same sitting (the calibration's runs among them), by the next
+        # run's app: what the workflow spent beyond the load (harness_gaps).
+        "harness_between_runs": harness_gaps.by_app(
+            harness_gaps.gaps([*metas, *calibration_metas])
+        ),
     }
+
+
+APP_NAMES = {"go": "Go", "next": "Next.js"}
+
+
+def harness_line(by_app: dict[str, dict[str, Any]]) -> str:
+    """The provenance's line on the harness's time between runs (harness_gaps.by_app)."""
+    parts = []
+    for app, row in by_app.items():
+        beside = row.get("median_without_app_start_s")
+        parts.append(
+            f"before a {APP_NAMES.get(app, app)} run median {row['median_s']:g} s "
+            f"({row['min_s']:g}-{row['max_s']:g} s, {row['gaps']} gap{'s' if row['gaps'] != 1 else ''}"
+            + (f"; {beside:g} s without the app's own start" if beside is not None else "")
+            + ")"
+        )
+    return (
+        "- harness between runs (from one run's end of load to the next one's start, in the same sitting): "
+        + "; ".join(parts)
+    )
 
 
 def _short(commit: str) -> str:
@@ -241,6 +266,11 @@ def provenance_markdown(info: dict[str, Any], title: str) -> str:
                     f"at most {info['host_busy_pct']['max']:g} %"
                 ]
                 if info.get("host_busy_pct")
+                else []
+            ),
+            *(
+                [harness_line(info["harness_between_runs"])]
+                if info.get("harness_between_runs")
                 else []
             ),
             f"- measured with commit {', '.join(info['measured_with_commit'])}",

@@ -19,7 +19,6 @@ the figures.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import re
 import statistics
@@ -32,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from sidecar_bench.experiment import check_config, resolve_experiment
+from sidecar_bench.harness_gaps import load_span
 from sidecar_bench.record import read_run_meta
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,17 +46,6 @@ def run_files(config: dict, runs: int | None) -> list[str]:
         for condition in experiment.conditions
     ]
     return files[:runs] if runs else files
-
-
-def load_span(meta: dict) -> tuple[float, float]:
-    """(start of the run's load, end of it) in seconds since the epoch: its window less its warm-up."""
-
-    def seconds(text: str) -> float:
-        return dt.datetime.fromisoformat(text).timestamp()
-
-    return seconds(meta["window"]["start"]) - float(meta["load"]["warmup_s"]), seconds(
-        meta["window"]["end"]
-    )
 
 
 def ready_s(log: Path) -> float | None:
@@ -97,9 +86,11 @@ def main(preset: str, runs: int | None, duration: float | None, warmup: float | 
             work / target.replace("/runs/", "/logs/run_condition/").replace(".parquet", ".log")
             for target in targets
         ]
+        # (A run warmed up until steady has no fixed warm-up, hence no load span: left out.)
         runs_in_order = sorted(
-            (load_span(meta), meta["condition"]["id"], ready_s(log))
+            (span, meta["condition"]["id"], ready_s(log))
             for meta, log in zip(metas, logs)
+            if (span := load_span(meta)) is not None
         )
     spans = [span for span, _, _ in runs_in_order]
     gaps = [round(nxt[0] - prev[1], 3) for prev, nxt in zip(spans, spans[1:])]
