@@ -15,7 +15,8 @@ it waits on the engine).
 
 Summary: runfile (reading run files), stats (per run and per condition), repstats and intervals (repetitions and
 intervals), timeseries (drift), flags, breaking (breaking points), adaptive (more repetitions where intervals are
-wide), capacity (the open loop's base rates), loadmodel (closed- or open-loop rows).
+wide), capacity (the open loop's base rates), loadmodel (closed- or open-loop rows), harness_gaps (the harness's
+time between runs, for the provenance).
 
 Tables and charts: cells (what both read), table_format, tables (the article's), findings (its findings checked by
 rule), burn_tables, model_tables, mitigations, layouts, proxy_tables, openloop_report; chart_files (and render_worker,
