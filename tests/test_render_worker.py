@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,9 +31,16 @@ def summary(tmp_path_factory):
     return root / "summary.parquet", runs
 
 
-def specs_left() -> set[str]:
-    import tempfile
+@pytest.fixture(autouse=True)
+def own_temp_dir(tmp_path, monkeypatch):
+    """This test's own temporary folder, where the specs' folders go: other test processes make theirs too."""
+    folder = tmp_path / "temp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
 
+
+def specs_left() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("sidecar-bench-specs-*")}
 
 
@@ -40,7 +48,7 @@ def test_charts_drawn_beside_the_stage_are_byte_for_byte_those_drawn_in_it(
     summary, tmp_path, monkeypatch
 ):
     path, runs = summary
-    before = specs_left()
+    assert specs_left() == set()
     written = {}
     for name, beside in (("beside", True), ("inside", False)):
         monkeypatch.setattr(render_worker, "two_cpus", lambda beside=beside: beside)
@@ -60,7 +68,7 @@ def test_charts_drawn_beside_the_stage_are_byte_for_byte_those_drawn_in_it(
     for a, b in zip(written["beside"], written["inside"]):
         assert a.read_bytes() == b.read_bytes(), a.name
     assert not [p for p in (tmp_path / "beside").iterdir() if p.name.startswith(".")]
-    assert specs_left() == before  # the specs handed over are removed
+    assert specs_left() == set()  # the specs handed over are removed
 
 
 STARTED: list[str] = []
@@ -75,7 +83,7 @@ def _counting(init, name):
 
 
 def test_a_chart_it_cannot_draw_fails_the_block_naming_the_chart(tmp_path):
-    before = specs_left()
+    assert specs_left() == set()
     with pytest.raises(RuntimeError, match=r"charts not drawn:\nbroken: .*") as raised:
         with chart_files.rendering_in_background(enabled=True):
             worker = chart_files._background
@@ -98,7 +106,7 @@ def test_a_chart_it_cannot_draw_fails_the_block_naming_the_chart(tmp_path):
     assert (tmp_path / "fine.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "broken.svg").exists()
     assert worker.process.poll() is not None and chart_files._background is None
-    assert specs_left() == before
+    assert specs_left() == set()
 
 
 def test_a_process_that_dies_fails_the_block_with_its_exit_status(tmp_path):
