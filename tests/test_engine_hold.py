@@ -68,10 +68,9 @@ def client():
 
 
 def wait_gone(client, held, what):
-    """Until the engine's lease is no longer that container (gone, or another holder's by now)."""
-    wait_until(
-        lambda: lease.current(client) is None or lease.current(client).id != held.id, 10, what
-    )
+    """Until the engine's lease is no longer that container (gone, or another holder's by now). The lease is
+    read once a try: it may go between two reads."""
+    wait_until(lambda: (now := lease.current(client)) is None or now.id != held.id, 10, what)
 
 
 @pytest.fixture

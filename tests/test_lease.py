@@ -105,8 +105,8 @@ def test_kill_9_of_the_holder_releases_the_lease(client, tmp_path):
     with hosts.host_lock(LOCAL, tmp_path / "mine", 60, "after the kill") as _:
         taken = lease.current(client)
         assert taken.labels[lease.LABEL_PREFIX + "pid"] == str(os.getpid())
-    wait_until(
-        lambda: lease.current(client) is None or lease.current(client).id != taken.id,
+    wait_until(  # the lease read once a try: it may go between two reads
+        lambda: (now := lease.current(client)) is None or now.id != taken.id,
         10,
         "leaving host_lock left the lease container",
     )
