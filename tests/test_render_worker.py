@@ -50,36 +50,28 @@ def test_charts_drawn_beside_the_stage_are_byte_for_byte_those_drawn_in_it(
     path, runs = summary
     assert specs_left() == set()
     written = {}
+    started, asking = [], {}
+    original = render_worker.Worker.__init__
+
+    def counted(self, *args, **kwargs):
+        started.append(asking["stage"])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(render_worker.Worker, "__init__", counted)
     for name, beside in (("beside", True), ("inside", False)):
+        asking["stage"] = name
         monkeypatch.setattr(render_worker, "two_cpus", lambda beside=beside: beside)
-        monkeypatch.setattr(
-            render_worker.Worker,
-            "__init__",
-            _counting(render_worker.Worker.__init__, name),
-        )
         written[name] = plot_charts.main(
             summary=path, reference=REFERENCE, runs=runs, out_dir=tmp_path / name
         )
-    assert STARTED == [
-        "beside"
-    ]  # one process, for the stage that may use two CPUs; none for the other
+    # one process, for the stage that may use two CPUs; none for the other
+    assert started == ["beside"]
     assert [p.name for p in written["beside"]] == [p.name for p in written["inside"]]
     assert {p.suffix for p in written["beside"]} == {".html", ".png", ".svg"}
     for a, b in zip(written["beside"], written["inside"]):
         assert a.read_bytes() == b.read_bytes(), a.name
     assert not [p for p in (tmp_path / "beside").iterdir() if p.name.startswith(".")]
     assert specs_left() == set()  # the specs handed over are removed
-
-
-STARTED: list[str] = []
-
-
-def _counting(init, name):
-    def counted(self, *args, **kwargs):
-        STARTED.append(name)
-        return init(self, *args, **kwargs)
-
-    return counted
 
 
 def test_a_chart_it_cannot_draw_fails_the_block_naming_the_chart(tmp_path):

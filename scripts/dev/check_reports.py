@@ -19,6 +19,7 @@ a file, no network. Not part of the test suite: it needs Chromium.
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import re
@@ -80,8 +81,7 @@ def read_result(dom: str) -> dict:
     found = RESULT.search(dom)
     if found is None:
         raise ValueError("the page's check did not run (no report-check element in the DOM)")
-    text = found.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
-    return json.loads(text.replace("&amp;", "&"))
+    return json.loads(html.unescape(found.group(1)))
 
 
 def verdict(result: dict, expected: int) -> list[str]:

@@ -7,7 +7,6 @@ Every chart module writes through save_chart, and so do the open-loop comparison
 from __future__ import annotations
 
 import os
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -106,10 +105,7 @@ def javascript_bundle() -> str:
     bundle = vl_convert.javascript_bundle(vl_version=vl_version)
     try:  # written whole or not at all: a reader never sees part of it
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(bundle)
-        os.replace(tmp, path)
+        render_worker.write_whole(path, bundle.encode("utf-8"))
     except OSError:
         pass  # no cache (a read-only home): the next process bundles again
     return bundle
