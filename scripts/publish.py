@@ -342,7 +342,8 @@ def _write_set(
     for sub, patterns in (
         ("tables", ("*.md", "*.csv")),
         ("charts", ("*.png", "*.svg")),
-        ("calibration", ("calibration.md", "calibration.csv")),
+        # Its runs' rows too: with them a later version's model can be made from the set alone.
+        ("calibration", ("calibration.md", "calibration.csv", "runs_summary.csv")),
         ("model/tables", ("*.md", "*.csv")),
         ("model/charts", ("*.png", "*.svg")),
         ("model/burn", ("*.md", "*.csv", "*.png", "*.svg")),

@@ -129,14 +129,12 @@ def resummarise(set_dir: Path, reference: Path = REFERENCE) -> dict:
     )
     info_path.write_text(json.dumps(info, indent=2) + "\n")
     provenance = set_dir / "PROVENANCE.md"
-    title = f"How `{set_dir.name}` was measured"
     if provenance.exists():
         lines = [
             line
             for line in provenance.read_text().splitlines()
             if not line.startswith(("- flagged conditions:", "- statistics recomputed"))
         ]
-        title = lines[0].lstrip("# ").strip() if lines and lines[0].startswith("# ") else title
         while lines and not lines[-1].strip():
             lines.pop()
         shown = ", ".join(f"{code} {count}" for code, count in flagged.items() if count) or "none"
@@ -146,7 +144,7 @@ def resummarise(set_dir: Path, reference: Path = REFERENCE) -> dict:
             "",
         ]
         provenance.write_text("\n".join(lines))
-    set_report.write(set_dir, title.replace("`", ""))
+    set_report.write(set_dir, set_report.title_of(set_dir))
     return {"conditions": len(summary), "flagged": marked, "by_flag": flagged}
 
 

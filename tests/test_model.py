@@ -453,8 +453,13 @@ def test_a_published_set_gets_its_model_made_again_from_its_summaries(tmp_path):
     old = folder / "model" / "tables" / "model.md"
     old.parent.mkdir(parents=True)
     old.write_text("# the old name\n")
+    (folder / "PROVENANCE.md").write_text("# The `demo` set\n\n- preset `demo`\n")
     model_report.republish(folder, REFERENCE)
     assert not old.exists()
+    # The page is made again with the new charts, under the provenance's title.
+    page = (folder / "report.html").read_text()
+    assert "<title>The demo set</title>" in page and "forward_ratio_vs_load" in page
+    assert "drawn again" not in (folder / "PROVENANCE.md").read_text()
     made = {p.name for p in (folder / "model" / "tables").iterdir()}
     assert {"decomposition.md", "forward.csv", "forward_share.md", "forward_misses.csv"} <= made
     assert (folder / "model" / "charts" / "forward_ratio_vs_load.svg").stat().st_size > 0
@@ -469,3 +474,50 @@ def test_a_published_set_gets_its_model_made_again_from_its_summaries(tmp_path):
     assert forward.loc["go_cpu0.25_mem2048_sc3_load00", "role"] == "fit"
     # Its only loaded cell has no other loaded cell to learn the sidecars' delivery from: not scored.
     assert forward.loc["go_cpu0.25_mem2048_sc3_load05", "role"] == "no fit"
+
+
+def test_a_set_published_without_its_calibration_runs_keeps_its_model_and_gets_its_charts_drawn_again(
+    tmp_path,
+):
+    import model_report
+
+    runs, matrix, calibration, _ = small_model(tmp_path / "runs")
+    folder = tmp_path / "published"
+    (folder / "calibration").mkdir(parents=True)
+    matrix.to_csv(folder / "summary.csv", index=False)
+    runs[runs["sidecar_count"] > 0].to_csv(folder / "runs_summary.csv", index=False)
+    calibration.to_csv(folder / "calibration" / "calibration.csv", index=False)
+    (folder / "provenance.json").write_text(json.dumps({"settings": [{"sidecar_burn": "wall"}]}))
+    (folder / "PROVENANCE.md").write_text("# The `demo` set\n\n- preset `demo`\n")
+    # Its model as published: made with its calibration's runs, which were not published with it.
+    cal_runs = folder / "calibration" / "runs_summary.csv"
+    runs[runs["sidecar_count"] == 0].to_csv(cal_runs, index=False)
+    model_report.republish(folder, REFERENCE)
+    cal_runs.unlink()
+    tables = folder / "model" / "tables"
+    published = {p.name: p.read_bytes() for p in tables.iterdir()}
+    stale = folder / "model" / "charts" / "old_name.svg"
+    stale.write_text("<svg/>")
+    for _ in range(2):
+        model_report.republish(folder, REFERENCE)
+    # The tables are those it was published with (without the calibration's runs the forward costs would differ).
+    assert {p.name: p.read_bytes() for p in tables.iterdir()} == published
+    charts = {p.name for p in (folder / "model" / "charts").iterdir()}
+    assert charts == {
+        f"{name}.{ext}" for name in model_report_chart_names() for ext in ("png", "svg")
+    }
+    text = (folder / "PROVENANCE.md").read_text()
+    assert text.count("- model charts drawn again from the published model tables at commit") == 1
+    assert text.startswith("# The `demo` set\n\n- preset `demo`\n")
+    assert "sweeps_vs_delivered_load" in (folder / "report.html").read_text()
+    # Without a model to draw, it says which files are missing and leaves the set alone.
+    (tables / "forward.csv").unlink()
+    with pytest.raises(SystemExit, match="missing .*forward.csv"):
+        model_report.republish(folder, REFERENCE)
+    assert len(list((folder / "model" / "charts").iterdir())) == len(charts)
+
+
+def model_report_chart_names():
+    from sidecar_bench.model_charts import MODEL_CHART_NAMES
+
+    return MODEL_CHART_NAMES

@@ -94,10 +94,16 @@ def test_the_measured_commit_comes_from_the_run_files_or_is_said_to_be_missing(t
     (base / "model" / "tables" / "model.md").write_text("# model\n")
     (base / "calibration").mkdir()
     (base / "calibration" / "calibration.csv").write_text("app\n")
+    (base / "calibration" / "runs_summary.csv").write_text("condition_id\n")
+    (base / "calibration" / "summary.parquet").write_bytes(b"")
     # These run files do not record a commit: the provenance says so, or takes the one given.
     info = publish.main("demo", str(tmp_path / "p1"), str(tmp_path / "results"))
     assert (tmp_path / "p1" / "model" / "tables" / "model.md").read_text() == "# model\n"
-    assert (tmp_path / "p1" / "calibration" / "calibration.csv").exists()
+    # The calibration's per-run rows travel too: a later model can be made from the set alone.
+    assert {p.name for p in (tmp_path / "p1" / "calibration").iterdir()} == {
+        "calibration.csv",
+        "runs_summary.csv",
+    }
     assert not (tmp_path / "p1" / "model" / "charts").exists()
     assert info["measured_with_commit"] == ["not recorded"]
     info = publish.main(

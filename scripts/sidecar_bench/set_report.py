@@ -210,6 +210,15 @@ def render(set_dir: Path, title: str) -> str:
     )
 
 
+def title_of(set_dir: Path) -> str:
+    """The set's title: its PROVENANCE.md's heading, without Markdown's code marks."""
+    provenance = Path(set_dir) / "PROVENANCE.md"
+    lines = provenance.read_text().splitlines() if provenance.exists() else []
+    if lines and lines[0].startswith("# "):
+        return lines[0].lstrip("# ").strip().replace("`", "")
+    return f"How {Path(set_dir).name} was measured"
+
+
 def write(set_dir: Path, title: str) -> Path:
     path = Path(set_dir) / "report.html"
     path.write_text(render(set_dir, title))

@@ -12,9 +12,13 @@ results/<preset>/model/charts/{decomposition_vs_measured,forward_ratio_vs_load,s
 
 Also a command for a published set, whose raw runs are gone but whose summaries are not: it makes the set's
 model/tables and model/charts (PNG, SVG) again from its summary.csv, runs_summary.csv and calibration/ with this
-version's model, replacing what was there:
+version's model, replacing what was there, and its report.html:
 
     .venv/bin/python workflow/scripts/model_report.py results/published/article
+
+A set published without its calibration's runs (calibration/runs_summary.csv; sets published before
+2026-12-06) keeps its model tables; only its model charts are drawn again, from those tables, and its
+PROVENANCE.md says so.
 """
 
 # Run by Snakemake, the process that draws the charts starts first: its engine starts while this one imports
@@ -34,9 +38,10 @@ import pandas as pd
 
 from sidecar_bench import forward as fwd
 from sidecar_bench import model as modelmod
-from sidecar_bench import model_tables
+from sidecar_bench import model_tables, set_report
 from sidecar_bench.cells import article_settings
 from sidecar_bench.chart_files import rendering_in_background
+from sidecar_bench.environment import project_commit
 from sidecar_bench.loadmodel import closed_loop
 from sidecar_bench.model_charts import write_model_charts
 from sidecar_bench.reference import load_reference
@@ -95,8 +100,62 @@ def main(
     return model, forward
 
 
+def redraw_charts(folder, reference, sidecar_burn=None):
+    """A published set's model/charts drawn again from its model/tables (the tables stay as published).
+
+    For a set published without its calibration's runs (calibration/runs_summary.csv): the forward model reads
+    their costs, so it cannot be made again, but the charts can, from the model it was published with."""
+    folder = Path(folder)
+    tables = folder / "model" / "tables"
+    needed = [tables / "decomposition.csv", tables / "forward.csv"]
+    missing = [str(p) for p in needed if not p.exists()]
+    if missing:
+        raise SystemExit(f"{folder}: no model to draw: missing {', '.join(missing)}")
+    with rendering_in_background():
+        per_run = modelmod.with_run_costs(article_settings(read_frame(folder / "runs_summary.csv")))
+        conditions = modelmod.summary_with_costs(
+            article_settings(read_frame(folder / "summary.csv")), per_run
+        )
+        model, forward = (pd.read_csv(path) for path in needed)
+        shutil.rmtree(folder / "model" / "charts", ignore_errors=True)
+        written = write_model_charts(
+            model,
+            forward,
+            conditions,
+            per_run,
+            load_reference(reference),
+            folder / "model" / "charts",
+            sidecar_burn,
+            formats=("png", "svg"),
+        )
+    print(f"model: drew {len(written)} chart files from {tables}", file=sys.stderr)
+    return written
+
+
+REDRAWN = "- model charts drawn again from the published model tables at commit"
+
+
+def note_redrawn(folder):
+    """PROVENANCE.md says when the model's charts were drawn again, and that its tables were not made again."""
+    provenance = Path(folder) / "PROVENANCE.md"
+    if not provenance.exists():
+        return
+    lines = [line for line in provenance.read_text().splitlines() if not line.startswith(REDRAWN)]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    lines += [
+        f"{REDRAWN} {project_commit()[:12]} (the calibration's runs were not published with this "
+        "set, so the model tables are those it was published with)",
+        "",
+    ]
+    provenance.write_text("\n".join(lines))
+
+
 def republish(folder, reference="workflow/reference/article-results.csv"):
-    """Make a published set's model/tables and model/charts again from its summaries (module docstring)."""
+    """Make a published set's model/tables and model/charts again from its summaries (module docstring).
+
+    A set published without its calibration's runs keeps its model tables and has its charts drawn again
+    from them (redraw_charts). Either way its report.html is written again."""
     folder = Path(folder)
     needed = [
         folder / "summary.csv",
@@ -114,9 +173,14 @@ def republish(folder, reference="workflow/reference/article-results.csv"):
         {str(s["sidecar_burn"]) for s in settings if isinstance(s, dict) and s.get("sidecar_burn")}
     )
     burn = ",".join(burns) or None
+    if not (folder / "calibration" / "runs_summary.csv").exists():
+        redraw_charts(folder, reference, burn)
+        note_redrawn(folder)
+        set_report.write(folder, set_report.title_of(folder))
+        return None
     for sub in ("tables", "charts"):
         shutil.rmtree(folder / "model" / sub, ignore_errors=True)
-    return main(
+    made = main(
         needed[0],
         needed[1],
         needed[2],
@@ -127,6 +191,8 @@ def republish(folder, reference="workflow/reference/article-results.csv"):
         formats=("png", "svg"),
         calibration_runs=str(folder / "calibration" / "runs_summary.csv"),
     )
+    set_report.write(folder, set_report.title_of(folder))
+    return made
 
 
 if __name__ == "__main__" and "snakemake" not in globals():
