@@ -25,7 +25,7 @@ from sidecar_bench.calibration import (
     run_path,
 )
 from sidecar_bench.chart_files import save_chart
-from sidecar_bench.model_charts import delivered_data, write_model_charts
+from sidecar_bench.model_charts import decomposition_chart, delivered_data, write_model_charts
 from sidecar_bench.conditions import Condition
 from sidecar_bench.reference import load_reference
 from sidecar_bench.stats import summarise_conditions, summarise_runs
@@ -420,6 +420,34 @@ def test_a_p99_interval_down_to_zero_ends_at_heys_resolution_on_the_log_axes(tmp
     lows = _values_of(spec, "p99_ms_lo")
     assert lows and min(lows) == 0.1
     assert set(_values_of(spec, "p99_ms")) == set(wall["p99_ms"])
+
+
+def test_an_rps_interval_down_to_zero_leaves_the_decomposition_chart_its_log_scale(tmp_path):
+    # Seen in three published sets: one cell's RPS interval reached 0, the domain started at 0 and the
+    # log axes drew nothing but one point in a corner. The bar now runs to the axis's low end.
+    _, _, _, model = small_model(tmp_path)
+    model = model.copy()
+    model["rps_lo"] = [0.0, *model["rps_lo"].iloc[1:]]
+    model["predicted_rps_lo"] = [-5.0, *model["predicted_rps_lo"].iloc[1:]]
+    spec = decomposition_chart(model).to_dict()
+    domains = _domains(spec)
+    assert domains and all(low > 0 for low, _ in domains)
+    low = domains[0][0]
+    assert min(_values_of(spec, "rps_lo")) == pytest.approx(low)
+    assert min(_values_of(spec, "predicted_rps_lo")) == pytest.approx(low)
+    assert set(_values_of(spec, "rps")) == set(model["rps"])
+
+
+def _domains(spec) -> list:
+    """Every numeric scale domain [low, high] in a Vega-Lite spec."""
+    if isinstance(spec, dict):
+        domain = spec.get("domain")
+        numeric = isinstance(domain, list) and all(isinstance(v, (int, float)) for v in domain)
+        found = [domain] if numeric else []
+        return found + [d for value in spec.values() for d in _domains(value)]
+    if isinstance(spec, list):
+        return [d for value in spec for d in _domains(value)]
+    return []
 
 
 @pytest.mark.workflow
