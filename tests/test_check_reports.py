@@ -55,6 +55,41 @@ def test_the_charts_a_set_must_show_are_those_the_page_embeds():
     assert page.count("<img ") == len(charts)
 
 
+def _svg(low: float) -> str:
+    import altair as alt
+    import pandas as pd
+    import vl_convert
+
+    data = pd.DataFrame({"x": [1.0, 2.0], "p99": [low, 200.0]})
+    chart = (
+        alt.Chart(data).mark_point().encode(x="x:Q", y=alt.Y("p99:Q", scale=alt.Scale(type="log")))
+    )
+    return vl_convert.vegalite_to_svg(chart.to_dict())
+
+
+def test_a_log_axis_from_zero_is_found_in_the_drawn_chart_and_a_sound_one_is_not():
+    assert check_reports.flat_log_axes(_svg(0.0)) == ["p99"]
+    assert check_reports.flat_log_axes(_svg(0.1)) == []
+    assert (
+        check_reports.flat_log_axes(
+            "aria-label=\"Y-axis titled 'Share slower' for a log scale with values from 0.001% to 100%\""
+        )
+        == []
+    )
+    assert check_reports.flat_log_axes(
+        "aria-label=\"X-axis titled 'RPS (log)' for a log scale with values from 0 to 5,805.55\""
+    ) == ["RPS (log)"]
+
+
+@pytest.mark.parametrize(
+    "set_dir",
+    sorted(p.parent for p in (ROOT / "results" / "published").glob("*/report.html")),
+    ids=lambda p: p.name,
+)
+def test_every_published_chart_has_a_scale_on_its_log_axes(set_dir):
+    assert check_reports.chart_problems(set_dir) == []
+
+
 needs_browser = pytest.mark.skipif(
     shutil.which(check_reports.BROWSER) is None, reason="no chromium on this machine"
 )

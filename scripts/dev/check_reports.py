@@ -9,7 +9,8 @@ loaded, counts its images and those that did not decode. Headless Chromium (Debi
 installed by the set-up) loads the copy from a file in a network namespace of its own (`unshare --net`, as
 root), so nothing could be fetched even past the policy, and prints the page's DOM, from which the counts are
 read. A set passes when the page shows exactly the charts set_report embeds for it (set_report.page_charts),
-all decoded, and asked for nothing. Prints one line per set and exits 1 if any failed. --screenshots also
+all decoded, none with a log axis that has no scale (its domain from 0: the chart draws next to nothing, yet
+decodes), and asked for nothing. Prints one line per set and exits 1 if any failed. --screenshots also
 writes a PNG of each page's first screen, to look at.
 
 The report's page is plain HTML (sidecar_bench.set_report), so this checks what a reader gets: a browser,
@@ -98,6 +99,30 @@ def verdict(result: dict, expected: int) -> list[str]:
     return problems
 
 
+# vl-convert labels each axis of an SVG: "Y-axis titled 'P99 (ms, log)' for a log scale with values from 0 to 913".
+LOG_AXIS = re.compile(
+    r"aria-label=\"[XY]-axis titled '([^\"]*?)' for a log scale with values from (-?[\d.,]+)[ %]"
+)
+
+
+def flat_log_axes(svg: str) -> list[str]:
+    """The titles of a chart's log axes whose domain starts at or below 0: such an axis draws no scale, and the
+    chart shows little or nothing (an interval's low end of 0 did that to published charts)."""
+    return [title for title, low in LOG_AXIS.findall(svg) if float(low.replace(",", "")) <= 0]
+
+
+def chart_problems(set_dir: Path) -> list[str]:
+    """Charts of the set (the SVGs its page embeds) with a log axis without a scale."""
+    problems = []
+    for path in set_report.page_charts(set_dir):
+        if path.suffix != ".svg":
+            continue  # a PNG is shown where the set has no SVG of the chart: not read here
+        flat = flat_log_axes(path.read_text(encoding="utf-8"))
+        if flat:
+            problems.append(f"{path.relative_to(set_dir)}: no scale on log axis {', '.join(flat)}")
+    return problems
+
+
 def browse(page: Path, work: Path, screenshot: Path | None = None) -> str:
     """Chromium's DOM of the page after load, the browser in a network namespace of its own."""
     offline = ["unshare", "--net"] if os.geteuid() == 0 and shutil.which("unshare") else []
@@ -127,7 +152,7 @@ def check(set_dir: Path, screenshots: Path | None = None) -> tuple[dict, list[st
         page.write_text(probed((set_dir / "report.html").read_text(encoding="utf-8")))
         shot = screenshots / f"{set_dir.name}.png" if screenshots else None
         result = read_result(browse(page, work, shot))
-    return result, verdict(result, expected)
+    return result, verdict(result, expected) + chart_problems(set_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
