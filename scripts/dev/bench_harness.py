@@ -166,7 +166,10 @@ def instrument(recorder: Recorder) -> None:
 
 def child(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
-    # What workflow/scripts/run_condition.py imports.
+    # What workflow/scripts/run_condition.py imports, after what it decides before it.
+    from sidecar_bench.transports import skip_ssh_transport
+
+    skip_ssh_transport(spec["hosts"])
     from sidecar_bench import job
     from sidecar_bench.experiment import resolve_experiment  # noqa: F401
     from sidecar_bench.hosts import lock_dir  # noqa: F401
