@@ -219,7 +219,7 @@ def bad(path, value):
         (
             ["preset"],
             "nope",
-            "config.yaml: preset: 'nope' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, mitigations, openloop, proxy, quick, study-10s, study-10s-warm, study-30s, task)",
+            "config.yaml: preset: 'nope' is not one of the presets (article, article-cpu, article-method, article-sample, figure, figure-cpu, mitigations, openloop, proxy, quick, study-10s, study-10s-warm, study-30s, task)",
         ),
         (
             ["presets", "quick", "sets"],

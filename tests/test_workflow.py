@@ -90,7 +90,7 @@ def test_unknown_preset_names_the_value(project):
     done = snakemake(project, "--dry-run", "--config", "preset=huge")
     assert done.returncode != 0
     assert (
-        "preset: 'huge' is not one of the presets (article, article-cpu, article-method, figure, figure-cpu, mitigations, openloop, proxy, quick, study-10s, study-10s-warm, study-30s, task)"
+        "preset: 'huge' is not one of the presets (article, article-cpu, article-method, article-sample, figure, figure-cpu, mitigations, openloop, proxy, quick, study-10s, study-10s-warm, study-30s, task)"
         in done.stdout + done.stderr
     )
 
