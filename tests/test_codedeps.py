@@ -82,3 +82,12 @@ def test_the_tables_run_no_chart_code_and_the_charts_no_table_code():
         "cells.py",
     } <= charts
     assert not charts & TABLE_MODULES
+
+
+def test_the_workflows_library_goes_first_on_the_jobs_path_once():
+    from sidecar_bench.codedeps import library_first_for_jobs
+
+    environ = {"PYTHONPATH": "/elsewhere:/copy/scripts:/more"}
+    assert library_first_for_jobs("/copy/scripts", environ) == "/copy/scripts:/elsewhere:/more"
+    assert library_first_for_jobs("/copy/scripts", environ) == "/copy/scripts:/elsewhere:/more"
+    assert library_first_for_jobs("/copy/scripts", {}) == "/copy/scripts"

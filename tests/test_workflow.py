@@ -423,3 +423,26 @@ def test_checking_out_an_unchanged_analysis_module_reruns_nothing(finished):
     charts.write_text(charts.read_text())
     plan = dry_run(finished, *QUICK)
     assert plan.nothing_to_do, plan.output
+
+
+@pytest.mark.workflow
+def test_a_copy_of_the_project_runs_its_own_library_not_the_one_the_environment_installed(tmp_path):
+    # The environment's install of the library points at this checkout; a copy run with it must still
+    # measure and analyse with the copy's code (and record the copy's commit).
+    from workflow_helpers import copy_project, snakemake
+
+    project = copy_project(tmp_path / "project")
+    (project / "scripts" / "sidecar_bench" / "copy_marker.py").write_text("WHOSE = 'the copy'\n")
+    with open(project / "Snakefile", "a") as snakefile:
+        snakefile.write(
+            "\n\nrule which_library:\n"
+            '    output: "which.txt"\n'
+            "    shell:\n"
+            "        \"python -c 'import sidecar_bench.copy_marker as m, sidecar_bench as s;"
+            ' print(m.WHOSE + \\"|\\" + s.__file__)\' > {output}"\n'
+        )
+    done = snakemake(project, "--cores", "1", "which_library", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    whose, library = (project / "which.txt").read_text().strip().split("|")
+    assert whose == "the copy"
+    assert Path(library).resolve().is_relative_to((project / "scripts").resolve())

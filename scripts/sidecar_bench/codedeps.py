@@ -14,7 +14,17 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from pathlib import Path
+
+
+def library_first_for_jobs(library_dir: str, environ=os.environ) -> str:
+    """PYTHONPATH with library_dir first (once), set in environ for every job the workflow starts.
+
+    The workflow's own library (its scripts folder), whatever the environment's install of it points at."""
+    rest = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != library_dir]
+    environ["PYTHONPATH"] = os.pathsep.join([library_dir, *rest])
+    return environ["PYTHONPATH"]
 
 
 def _module_file(root: Path, name: str) -> Path | None:

@@ -5,7 +5,18 @@
 import json
 import re
 import os
+import sys
 from pathlib import Path
+
+# This workflow's own library first, in this process and in every job it starts (PYTHONPATH), whatever the
+# environment's install of it points at: a clone run with another checkout's virtual environment would
+# otherwise measure and analyse with that checkout's code, and record that checkout's commit.
+LIBRARY_DIR = str(Path(workflow.basedir) / "scripts")
+sys.path[:] = [LIBRARY_DIR, *(p for p in sys.path if p != LIBRARY_DIR)]
+
+from sidecar_bench.codedeps import library_first_for_jobs
+
+library_first_for_jobs(LIBRARY_DIR)
 
 from sidecar_bench.adaptive import read_decisions
 from sidecar_bench.calibration import (
@@ -23,9 +34,8 @@ from sidecar_bench.image import inputs_digest
 from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.logging import logger
 
-# The library (scripts/sidecar_bench) is installed by the set-up; the files it
-# reads are this workflow's own, named from here (a copy of the project reads its
-# copy).
+# The library (scripts/sidecar_bench) is this workflow's own (above); the files it
+# reads are too, named from here (a copy of the project reads its copy).
 PROJECT_DIR = Path(workflow.basedir)
 CONFIG_SCHEMA = PROJECT_DIR / "workflow" / "schemas" / "config.schema.yaml"
 TASK_IMAGE_DIR = PROJECT_DIR / "task-image"
