@@ -438,6 +438,16 @@ def test_an_rps_interval_down_to_zero_leaves_the_decomposition_chart_its_log_sca
     assert set(_values_of(spec, "rps")) == set(model["rps"])
 
 
+def test_the_decomposition_charts_three_guides_each_join_their_two_ends(tmp_path):
+    # The guides were keyed by y / x computed back from their ends, which can differ in the last digit
+    # between a line's two ends: the 10 % below line was not drawn in the published charts.
+    _, _, _, model = small_model(tmp_path)
+    spec = decomposition_chart(model).to_dict()
+    ratios = _values_of(spec, "guide_ratio")
+    assert sorted(ratios) == [0.9, 0.9, 1.0, 1.0, 1.1, 1.1]
+    assert "'field': 'guide_ratio'" in str(spec)
+
+
 def _domains(spec) -> list:
     """Every numeric scale domain [low, high] in a Vega-Lite spec."""
     if isinstance(spec, dict):

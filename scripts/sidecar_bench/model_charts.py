@@ -87,7 +87,9 @@ def decomposition_chart(model: pd.DataFrame) -> vlspec.ChartLike:
     line = pd.DataFrame({"x": [low, high]})
     band = pd.concat(
         [
-            line.assign(y=line["x"] * f, band=name)
+            # Each line keyed by its ratio as given: a ratio computed back from the points (y / x) can differ in
+            # the last digit between a line's two ends, and a line whose ends fall in two groups is not drawn.
+            line.assign(y=line["x"] * f, band=name, guide_ratio=f)
             for f, name in (
                 (1.0, "measured = decomposed"),
                 (0.9, "10 % below / above"),
@@ -101,7 +103,7 @@ def decomposition_chart(model: pd.DataFrame) -> vlspec.ChartLike:
         .encode(
             x=alt.X("x:Q", scale=scale),
             y=alt.Y("y:Q", scale=scale),
-            detail="y0:N",
+            detail="guide_ratio:N",
             strokeDash=alt.StrokeDash(
                 "band:N",
                 title="Guide",
@@ -111,7 +113,6 @@ def decomposition_chart(model: pd.DataFrame) -> vlspec.ChartLike:
             ),
         )
     )
-    guides = guides.transform_calculate(y0="datum.y / datum.x")
     color = alt.Color(
         "app_name:N",
         title="App",
