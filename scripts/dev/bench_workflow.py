@@ -3,6 +3,7 @@ of load, with Snakemake's scheduling, the job's process and everything bench_har
 
     .venv/bin/python scripts/dev/bench_workflow.py                          # the quick preset, every run
     .venv/bin/python scripts/dev/bench_workflow.py --preset figure --runs 20
+    .venv/bin/python scripts/dev/bench_workflow.py --snakemake-arg=--scheduler --snakemake-arg=greedy
 
 Runs the real Snakefile (`snakemake --cores 1`) on the local engine in a temporary working directory (the
 checkout's own results are not touched), asking for the preset's first N run files in the workflow's order
@@ -54,7 +55,13 @@ def ready_s(log: Path) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def main(preset: str, runs: int | None, duration: float | None, warmup: float | None) -> dict:
+def main(
+    preset: str,
+    runs: int | None,
+    duration: float | None,
+    warmup: float | None,
+    snakemake_args: list[str] | None = None,
+) -> dict:
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["preset"] = preset
     load = config["presets"][preset].setdefault("load", {})
@@ -74,6 +81,7 @@ def main(preset: str, runs: int | None, duration: float | None, warmup: float | 
             str(work),
             "--cores",
             "1",
+            *(snakemake_args or []),
             *targets,
         ]
         started = time.monotonic()
@@ -103,6 +111,7 @@ def main(preset: str, runs: int | None, duration: float | None, warmup: float | 
     load_s = sum(end - start for start, end in spans)
     return {
         "preset": preset,
+        "snakemake_args": snakemake_args or [],
         "runs": len(spans),
         "duration_s": metas[0]["load"]["duration_s"],
         "warmup_s": sorted({meta["load"]["warmup_s"] for meta in metas}),
@@ -132,5 +141,16 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, help="only the first N run files (default: all)")
     parser.add_argument("--duration", type=float, help="the window, s (default: the preset's)")
     parser.add_argument("--warmup", type=float, help="the warm-up, s (default: the preset's)")
+    parser.add_argument(
+        "--snakemake-arg",
+        action="append",
+        default=[],
+        help="an argument for snakemake, before the targets (repeat it: --snakemake-arg=--scheduler "
+        "--snakemake-arg=greedy)",
+    )
     args = parser.parse_args()
-    print(json.dumps(main(args.preset, args.runs, args.duration, args.warmup), indent=1))
+    print(
+        json.dumps(
+            main(args.preset, args.runs, args.duration, args.warmup, args.snakemake_arg), indent=1
+        )
+    )
