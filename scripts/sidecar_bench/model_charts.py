@@ -66,11 +66,11 @@ def decomposition_chart(model: pd.DataFrame) -> vlspec.ChartLike:
         return placeholder(title, "No condition with a calibration in this preset.")
     data = with_flags(data.assign(flags=[model_flags(v) for v in data["flags"]]))
     data["app_name"] = [APP_NAMES.get(a, a) for a in data["app"]]
-    # A log axis: an interval's low end at or below 0 (a t interval over three runs can reach it) would leave
-    # the axis without a scale; such a bar runs to the axis's low end instead.
+    # A log axis from the points: an interval's low end at or near 0 (a t interval over three runs can reach it)
+    # would leave the axis without a scale, or spend decades of it on one bar; such a bar runs to the axis's
+    # low end instead, half the lowest point.
     ends = [c for c in ("rps_lo", "predicted_rps_lo") if c in data]
-    lows = [data[c] for c in ("predicted_rps", "rps", *ends)]
-    low = float(min(values[values > 0].min() for values in lows if (values > 0).any())) * 0.8
+    low = float(min(data["predicted_rps"].min(), data["rps"].min())) * 0.5
     for column in ends:
         data[column] = data[column].where(data[column].isna() | (data[column] > low), low)
     high = (
