@@ -128,22 +128,15 @@ def resummarise(set_dir: Path, reference: Path = REFERENCE) -> dict:
         }
     )
     info_path.write_text(json.dumps(info, indent=2) + "\n")
-    provenance = set_dir / "PROVENANCE.md"
-    if provenance.exists():
-        lines = [
-            line
-            for line in provenance.read_text().splitlines()
-            if not line.startswith(("- flagged conditions:", "- statistics recomputed"))
-        ]
-        while lines and not lines[-1].strip():
-            lines.pop()
-        shown = ", ".join(f"{code} {count}" for code, count in flagged.items() if count) or "none"
-        lines += [
+    shown = ", ".join(f"{code} {count}" for code, count in flagged.items() if count) or "none"
+    set_report.replace_provenance_lines(
+        set_dir,
+        ("- flagged conditions:", "- statistics recomputed"),
+        [
             f"- flagged conditions: {marked} of {len(summary)} ({shown})",
             f"- statistics recomputed from runs_summary.csv at commit {commit[:12]}: {METHOD}",
-            "",
-        ]
-        provenance.write_text("\n".join(lines))
+        ],
+    )
     set_report.write(set_dir, set_report.title_of(set_dir))
     return {"conditions": len(summary), "flagged": marked, "by_flag": flagged}
 

@@ -219,6 +219,19 @@ def title_of(set_dir: Path) -> str:
     return f"How {Path(set_dir).name} was measured"
 
 
+def replace_provenance_lines(set_dir: Path, prefixes: tuple[str, ...], lines: list[str]) -> bool:
+    """PROVENANCE.md with its lines starting with any of prefixes replaced by lines, at its end; False if the
+    set has none."""
+    provenance = Path(set_dir) / "PROVENANCE.md"
+    if not provenance.exists():
+        return False
+    kept = [line for line in provenance.read_text().splitlines() if not line.startswith(prefixes)]
+    while kept and not kept[-1].strip():
+        kept.pop()
+    provenance.write_text("\n".join([*kept, *lines, ""]))
+    return True
+
+
 def write(set_dir: Path, title: str) -> Path:
     path = Path(set_dir) / "report.html"
     path.write_text(render(set_dir, title))

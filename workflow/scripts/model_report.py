@@ -58,6 +58,13 @@ def read_frame(path):
     return closed_loop(frame)
 
 
+def model_frames(summary, runs_summary):
+    """The runs and the conditions with their costs, at the article's settings (the knobs against throttling
+    change the budget the model models)."""
+    per_run = modelmod.with_run_costs(article_settings(read_frame(runs_summary)))
+    return per_run, modelmod.summary_with_costs(article_settings(read_frame(summary)), per_run)
+
+
 def main(
     summary,
     runs_summary,
@@ -71,9 +78,7 @@ def main(
 ):
     # The charts are drawn by a second process, whose engine starts while the model is made.
     with rendering_in_background():
-        # The model is the article's settings' (the knobs against throttling change the budget it models).
-        per_run = modelmod.with_run_costs(article_settings(read_frame(runs_summary)))
-        conditions = modelmod.summary_with_costs(article_settings(read_frame(summary)), per_run)
+        per_run, conditions = model_frames(summary, runs_summary)
         cal_runs = (
             modelmod.with_run_costs(read_frame(calibration_runs))
             if calibration_runs and Path(calibration_runs).exists()
@@ -112,10 +117,7 @@ def redraw_charts(folder, reference, sidecar_burn=None):
     if missing:
         raise SystemExit(f"{folder}: no model to draw: missing {', '.join(missing)}")
     with rendering_in_background():
-        per_run = modelmod.with_run_costs(article_settings(read_frame(folder / "runs_summary.csv")))
-        conditions = modelmod.summary_with_costs(
-            article_settings(read_frame(folder / "summary.csv")), per_run
-        )
+        per_run, conditions = model_frames(folder / "summary.csv", folder / "runs_summary.csv")
         model, forward = (pd.read_csv(path) for path in needed)
         shutil.rmtree(folder / "model" / "charts", ignore_errors=True)
         written = write_model_charts(
@@ -137,18 +139,14 @@ REDRAWN = "- model charts drawn again from the published model tables at commit"
 
 def note_redrawn(folder):
     """PROVENANCE.md says when the model's charts were drawn again, and that its tables were not made again."""
-    provenance = Path(folder) / "PROVENANCE.md"
-    if not provenance.exists():
-        return
-    lines = [line for line in provenance.read_text().splitlines() if not line.startswith(REDRAWN)]
-    while lines and not lines[-1].strip():
-        lines.pop()
-    lines += [
-        f"{REDRAWN} {project_commit()[:12]} (the calibration's runs were not published with this "
-        "set, so the model tables are those it was published with)",
-        "",
-    ]
-    provenance.write_text("\n".join(lines))
+    set_report.replace_provenance_lines(
+        folder,
+        (REDRAWN,),
+        [
+            f"{REDRAWN} {project_commit()[:12]} (the calibration's runs were not published with this "
+            "set, so the model tables are those it was published with)"
+        ],
+    )
 
 
 def republish(folder, reference="workflow/reference/article-results.csv"):
