@@ -16,7 +16,7 @@ import pytest
 
 import aggregate_runs
 import make_tables
-from sidecar_bench import cgroup, flags, job, record, runfile, runner, stats
+from sidecar_bench import cgroup, flags, job, record, runfile, runjob, runner, stats
 from sidecar_bench.conditions import Condition, LoadSettings
 from sidecar_bench.synthetic import SMALL_SET, two_mode_samples, write_run
 
@@ -87,18 +87,18 @@ def test_the_oom_kill_counter_is_read_from_either_cgroup_version():
 
 def test_on_failure_is_stop_unless_the_config_or_the_preset_says_record():
     presets = {"quick": {"sets": ["quick"]}, "keep": {"sets": ["quick"], "on_failure": "record"}}
-    assert job.on_failure_setting({"preset": "quick", "presets": presets}) == "stop"
-    assert job.on_failure_setting({"preset": "keep", "presets": presets}) == "record"
+    assert runjob.on_failure_setting({"preset": "quick", "presets": presets}) == "stop"
+    assert runjob.on_failure_setting({"preset": "keep", "presets": presets}) == "record"
     assert (
-        job.on_failure_setting({"preset": "keep", "presets": presets, "on_failure": "stop"})
+        runjob.on_failure_setting({"preset": "keep", "presets": presets, "on_failure": "stop"})
         == "stop"
     )
     assert (
-        job.on_failure_setting({"preset": "quick", "presets": presets, "on_failure": "record"})
+        runjob.on_failure_setting({"preset": "quick", "presets": presets, "on_failure": "record"})
         == "record"
     )
     with pytest.raises(runner.RunError, match="on_failure is 'maybe'"):
-        job.on_failure_setting({"on_failure": "maybe"})
+        runjob.on_failure_setting({"on_failure": "maybe"})
 
 
 def test_the_schema_knows_on_failure_and_refuses_other_values():
@@ -107,8 +107,8 @@ def test_the_schema_knows_on_failure_and_refuses_other_values():
     from sidecar_bench.experiment import ConfigError, check_config
 
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    assert job.on_failure_setting(check_config(config)) == "stop"
-    assert job.on_failure_setting(check_config({**config, "on_failure": "record"})) == "record"
+    assert runjob.on_failure_setting(check_config(config)) == "stop"
+    assert runjob.on_failure_setting(check_config({**config, "on_failure": "record"})) == "record"
     with pytest.raises(ConfigError, match="on_failure: 'skip' is not one of"):
         check_config({**config, "on_failure": "skip"})
 

@@ -28,9 +28,10 @@ def imported_after(code: str) -> set[str]:
 def test_the_run_job_starts_without_pandas_pyarrow_or_jsonschema():
     # What workflow/scripts/run_condition.py imports before it calls job.main.
     code = (
-        "from sidecar_bench.experiment import resolve_experiment\n"
+        "from sidecar_bench.runjob import RunJobError, log_path, parse\n"
+        "from sidecar_bench.transports import skip_ssh_transport\n"
         "from sidecar_bench.hosts import lock_dir\n"
-        "from sidecar_bench.job import leave_quickly, main, on_failure_setting\n"
+        "from sidecar_bench.job import leave_quickly, main\n"
     )
     assert imported_after(code) == set()
 

@@ -34,9 +34,16 @@ RUNS = [
 ]
 # What the image and run jobs do here: write their outputs, nothing else. Snakemake runs the jobs and records
 # their params and inputs as it does for real builds and measurements, and decides reruns from those records.
+# Stands in for a rule's script: build_image.py (the script directive's `snakemake` object) and run_condition.py
+# (a plain process: --out FILE among its arguments).
 STUB = (
+    "import sys\n"
     "from pathlib import Path\n"
-    "for out in snakemake.output:  # noqa: F821\n"
+    "try:\n"
+    "    outs = list(snakemake.output)  # noqa: F821\n"
+    "except NameError:\n"
+    "    outs = [sys.argv[sys.argv.index('--out') + 1]]\n"
+    "for out in outs:\n"
     "    Path(out).parent.mkdir(parents=True, exist_ok=True)\n"
     "    Path(out).write_text('{}')\n"
 )
@@ -195,3 +202,29 @@ def test_image_builds_rank_above_every_run_and_first_repetitions_above_second_on
         n: [job["priority"] for job in runs if job["wildcards"]["repeat"] == str(n)] for n in (1, 2)
     }
     assert min(by_repeat[1]) > max(by_repeat[2]), by_repeat
+
+
+# The run rules' script directive before they started run_condition.py as a plain process (sidecar_bench.runjob).
+SCRIPT_DIRECTIVE = '    script:\n        "../scripts/run_condition.py"\n'
+SHELL_BLOCK = re.compile(r"    (?:# .*\n    )?shell:\n(?:        .*\n)+")
+
+
+@pytest.mark.workflow
+def test_runs_measured_when_the_run_rules_were_script_directives_are_not_measured_again(tmp_path):
+    project = copy_project(tmp_path / "project")
+    for script in ("build_image.py", "run_condition.py"):
+        (project / "workflow" / "scripts" / script).write_text(STUB)
+    rules = {name: project / "workflow" / "rules" / name for name in ("run.smk", "model.smk")}
+    now = {name: path.read_text() for name, path in rules.items()}
+    for name, path in rules.items():
+        before, count = SHELL_BLOCK.subn(SCRIPT_DIRECTIVE, now[name])
+        assert count == 1, name
+        path.write_text(before)
+    done = snakemake(project, *QUICK, "--", *RUNS)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    for name, path in rules.items():
+        path.write_text(now[name])
+    plan = plan_runs(project)
+    # The params (the condition, the load) are what they were; the code trigger, which would see a new rule
+    # body, is off (profiles/default).
+    assert plan.nothing_to_do, plan.output

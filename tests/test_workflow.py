@@ -120,7 +120,15 @@ def test_snakemake_lint_finds_only_the_missing_conda_envs():
     output = done.stdout + done.stderr
     lints = [line.strip() for line in output.splitlines() if line.strip().startswith("* ")]
     assert lints, output
-    assert set(lints) == {"* Specify a conda environment or container for each rule.:"}, output
+    # And the run rules' RUN_JOB (this interpreter and run_condition.py, sidecar_bench.runjob): as a param it
+    # would be a rerun trigger, and a new checkout or virtual environment must not re-measure a run.
+    run_job = "* Shell command directly uses variable RUN_JOB from outside of the rule:"
+    assert set(lints) == {"* Specify a conda environment or container for each rule.:", run_job}, (
+        output
+    )
+    blocks = output.split("Lints for rule ")[1:]
+    using = {block.split()[0] for block in blocks if run_job in block}
+    assert using == {"run_condition", "run_calibration"}, output
 
 
 @pytest.mark.workflow
@@ -162,9 +170,11 @@ KNOB_SETS = {
     },
 }
 ARTICLE_ID = "go_cpu0.25_mem2048_sc3_load05"
+# Stands in for run_condition.py, a plain process given --out FILE.
 STUB_RUN = (
+    "import sys\n"
     "from pathlib import Path\n"
-    "out = Path(snakemake.output.run)  # noqa: F821\n"
+    "out = Path(sys.argv[sys.argv.index('--out') + 1])\n"
     "out.parent.mkdir(parents=True, exist_ok=True)\n"
     "out.write_text('stub')\n"
 )

@@ -31,7 +31,7 @@ run, the median of each phase and the slowest phase.
     .venv/bin/python scripts/dev/bench_harness.py                        # local engine, 3 x 2 runs
     .venv/bin/python scripts/dev/bench_harness.py --host ssh://root@127.0.0.1:2222 --reps 5
 
-Snakemake's own scheduling between jobs (and its script preamble's import of snakemake) is
+Snakemake's own scheduling between jobs (and the shell that starts the job's process) is
 not part of it: it is the same for every engine address. The images must exist on the engine
 (rule build_image, or the runner tests, build them), or --build makes them. Other processes on
 the machine (a test suite, a build) change the figures: measure on an idle machine, alternate
@@ -167,11 +167,11 @@ def instrument(recorder: Recorder) -> None:
 def child(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
     # What workflow/scripts/run_condition.py imports, after what it decides before it.
+    from sidecar_bench.runjob import RunJobError, log_path, parse  # noqa: F401
     from sidecar_bench.transports import skip_ssh_transport
 
     skip_ssh_transport(spec["hosts"])
     from sidecar_bench import job
-    from sidecar_bench.experiment import resolve_experiment  # noqa: F401
     from sidecar_bench.hosts import lock_dir  # noqa: F401
 
     recorder = Recorder()

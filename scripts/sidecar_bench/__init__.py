@@ -7,7 +7,8 @@ real proxy in the request path), calibration (the model's calibration cells).
 
 Images: image (builds the task and load-generator images on each host).
 
-Runs: job (the run job: an engine, its lease, progress) -> runner (one run's sequence) -> measurement and
+Runs: runjob (what a run job is given: its command line, the workflow's settings) -> job (the run job: an
+engine, its lease, progress) -> runner (one run's sequence) -> measurement and
 task_measurement (the steps on the engine) -> cgroup, hey, openloop, warmup, environment (what is read) ->
 record (the run file). Their plumbing: hosts, sshconn, transports (the SDK's SSH transport left out where no
 engine needs it), lease, engine_hold (a workflow's lease for all its jobs), containers, labels, signals, failures, checks, preload (the imports a run needs after its load, made while

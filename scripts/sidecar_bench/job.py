@@ -38,32 +38,13 @@ from .labels import (
     TASK_CGROUP_LABEL,
 )
 from .runner import HEY_GRACE_S, OpenLoad, as_condition, as_load, run_condition, utc_now
+from .runjob import ON_FAILURE
 from .signals import signals_raise
 
 log = logging.getLogger(__name__)
 # The run's log (the job's stderr: its Snakemake log file) has what the job, the measurement, its
 # containers and the engine's lock (which lease the run was under) say.
 RUN_LOGGERS = (__name__, runner.__name__, containers.__name__, host_lock.__module__)
-
-# What a run does when a process of the task dies (the app or a sidecar: crashed, killed,
-# OOM-killed), before or inside the measured window (config.yaml on_failure):
-# stop - the job fails with the error and no file: Snakemake stops (today's behaviour);
-# record - the job writes a failure record at the run file's path and succeeds, so the workflow
-#          goes on and the summaries and tables show the condition as failed.
-# Every other error (an engine that goes away, a bad image, a failed consistency check) stops.
-ON_FAILURE = ("stop", "record")
-
-
-def on_failure_setting(config: Mapping[str, Any]) -> str:
-    """config.yaml's on_failure: the top-level key (--config on_failure=record), else the preset's, else stop."""
-    value = config.get("on_failure")
-    if value is None:
-        preset = (config.get("presets") or {}).get(config.get("preset")) or {}
-        value = preset.get("on_failure")
-    value = value or "stop"
-    if value not in ON_FAILURE:
-        raise RunError(f"on_failure is {value!r}, not one of {', '.join(ON_FAILURE)}")
-    return value
 
 
 def remove_stale_containers(client: docker.DockerClient) -> list[str]:

@@ -31,6 +31,8 @@ from sidecar_bench.codedeps import project_code
 from sidecar_bench.conditions import ConfigError
 from sidecar_bench.experiment import check_config, resolve_experiment
 from sidecar_bench.image import inputs_digest
+from sidecar_bench.runjob import command as run_job_command
+from sidecar_bench.runjob import on_failure_setting, workflow_settings
 from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.logging import logger
 
@@ -78,6 +80,21 @@ os.environ.update(
         }
     )
 )
+
+# What every run job of this workflow is given beside its own arguments (its engines, the
+# load settings, on_failure, the image settings): an environment variable too, for the same
+# reason. The run rules start their script as a plain Python process with RUN_JOB
+# (scripts/sidecar_bench/runjob.py: Snakemake's script directive imports Snakemake in each job).
+os.environ.update(
+    SIDECAR_BENCH_RUN_JOB=workflow_settings(
+        config["hosts"],
+        EXPERIMENT.load.as_dict(),
+        on_failure_setting(config),
+        config["image"],
+        TASK_IMAGE_DIR,
+    )
+)
+RUN_JOB = run_job_command(PROJECT_DIR / "workflow" / "scripts" / "run_condition.py")
 
 # The CPU-budget model's calibration (model.smk): each app of the preset with no sidecar
 # at each of its vCPU levels and with no CPU limit (scripts/sidecar_bench/calibration.py).

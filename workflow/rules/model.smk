@@ -20,8 +20,11 @@ rule run_calibration:
     params:
         condition=get_calibration_condition,
         load=get_calibration_load,
-    script:
-        "../scripts/run_condition.py"
+    # As run_condition's (run.smk).
+    shell:
+        "{RUN_JOB} --condition {params.condition:q} --repeat {wildcards.repeat}"
+        " --out {output.run:q} --log {log:q} --task-image {input.task_image:q}"
+        " --loadgen-image {input.loadgen_image:q}"
 
 
 rule calibrate:

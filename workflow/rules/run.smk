@@ -20,5 +20,9 @@ rule run_condition:
     params:
         condition=get_condition,
         load=get_load,
-    script:
-        "../scripts/run_condition.py"
+    # A plain Python process (sidecar_bench.runjob): the params stay the rerun triggers they were.
+    shell:
+        "{RUN_JOB} --condition {params.condition:q} --repeat {wildcards.repeat}"
+        " --out {output.run:q} --log {log:q} --task-image {input.task_image:q}"
+        " --loadgen-image {input.loadgen_image:q}"
+        " --open-loadgen-image={input.open_loadgen_image:q} --capacity={input.capacity:q}"
