@@ -1,6 +1,7 @@
 """The run job's command line and environment (sidecar_bench.runjob): what the workflow passes is what job.main gets."""
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -109,7 +110,7 @@ def test_a_bad_argument_is_named(argv, message):
     base = shell_argv({"id": "x"})
     for flag, value in zip(argv[::2], argv[1::2]):
         base[base.index(flag) + 1] = value
-    with pytest.raises(runjob.RunJobError, match=message.replace("[", r"\[").replace("(", r"\(")):
+    with pytest.raises(runjob.RunJobError, match=re.escape(message)):
         runjob.parse(base, settings())
 
 
@@ -118,6 +119,10 @@ def test_without_the_workflows_settings_the_job_says_it_is_a_job_of_the_workflow
         runjob.parse(shell_argv({"id": "x"}), {})
     with pytest.raises(runjob.RunJobError, match="not the workflow's settings"):
         runjob.parse(shell_argv({"id": "x"}), {runjob.ENV: json.dumps({"hosts": []})})
+    incomplete = json.loads(settings()[runjob.ENV])
+    del incomplete["on_failure"]
+    with pytest.raises(runjob.RunJobError, match="'on_failure'"):
+        runjob.parse(shell_argv({"id": "x"}), {runjob.ENV: json.dumps(incomplete)})
 
 
 def test_the_script_run_by_hand_fails_with_that_message_in_its_log_and_writes_no_run_file(tmp_path):

@@ -136,6 +136,11 @@ def parse(argv: list[str], environ: Mapping[str, str] = os.environ) -> dict[str,
     try:
         settings = json.loads(raw)
         hosts, load = settings["hosts"], settings["load"]
+        on_failure, image, task_image_dir = (
+            settings["on_failure"],
+            settings["image"],
+            settings["task_image_dir"],
+        )
     except (ValueError, KeyError, TypeError) as err:
         raise RunJobError(
             f"run_condition.py: {ENV} is not the workflow's settings ({err!r})"
@@ -149,9 +154,9 @@ def parse(argv: list[str], environ: Mapping[str, str] = os.environ) -> dict[str,
         "hosts": hosts,
         "image_refs": image_refs,
         "out": args.out,
-        "image_settings": settings.get("image") or {},
+        "image_settings": image,
         "repeat": args.repeat,
-        "on_failure": settings.get("on_failure", "stop"),
+        "on_failure": on_failure,
         "capacity_file": args.capacity or None,
-        "task_image_dir": settings.get("task_image_dir"),
+        "task_image_dir": task_image_dir,
     }
