@@ -151,6 +151,17 @@ def test_the_runs_work_under_the_workflows_lease(finished):
         assert "engine local: under the workflow's lease" in log.read_text(), log
 
 
+def test_the_runs_are_forked_from_the_workflows_job_server(finished):
+    """Snakemake's onstart starts the job server (jobserver.py): each run's process is forked from it, with
+    the library imported once."""
+    project, output, _ = finished
+    assert "sidecar-bench: run jobs start from the job server" in output
+    logs = sorted((project / "results" / "e2e" / "logs" / "run_condition").glob("*/rep*.log"))
+    assert len(logs) == len(ALL) * REPEATS
+    for log in logs:
+        assert "forked by the workflow's job server" in log.read_text(), log
+
+
 def test_the_report_is_one_self_contained_file(finished):
     project, _, _ = finished
     report = project / "results" / "e2e" / "report.html"

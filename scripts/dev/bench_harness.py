@@ -7,7 +7,8 @@ snapshots, removal, run file). The time from one run's end of load to the next r
 of load is the job's wall time from its process start to its exit, less its load (warm-up
 and window), plus the gap between two processes. Each run's time is split by phase:
 
-    start+imports   the process start and its imports, up to job.main
+    start+imports   the process start and its imports, up to job.main (with the job server, the
+                    default as in a workflow: the job's process start, its hand-over and the fork)
     connect         Docker clients made (over ssh://: the SSH connection and its log-in)
     lease           taking and giving back the engine's lease (its container and attach), or
                     finding the workflow's (--lease workflow, the default: one request)
@@ -338,8 +339,9 @@ def measure(
     env: dict[str, str] | None = None,
     say: Callable[[str], None] = lambda line: None,
     hold: str = "workflow",
+    job_server: bool = True,
 ) -> dict[str, Any]:
-    from sidecar_bench import engine_hold, hosts
+    from sidecar_bench import engine_hold, hosts, jobserver
     from sidecar_bench.conditions import LoadSettings
 
     host = {"name": "bench", "url": url}
@@ -355,7 +357,11 @@ def measure(
             for line in engine_hold.hold([host], "bench_harness"):
                 say(line)
         child_env = {**os.environ, **(env or {})}
+        child_env.pop(jobserver.ENV, None)
         try:
+            # As Snakemake's onstart does: each run forked from a process with the imports made.
+            if job_server:
+                child_env[jobserver.ENV] = jobserver.start(str(Path(jobserver.__file__).parents[1]))
             for repeat in range(1, reps + 1):
                 for condition in matrix:
                     number = len(runs) + 1
@@ -398,6 +404,7 @@ def measure(
                         f"{run['ssh_sessions']} sessions)"
                     )
         finally:
+            jobserver.stop()
             engine_hold.release()
     phase_medians = {
         name: round(statistics.median(r["phases_s"][name] for r in runs), 3) for name in PHASES
@@ -406,6 +413,7 @@ def measure(
     return {
         "engine": url or "local socket",
         "lease": hold,
+        "job_server": job_server,
         "runs": len(runs),
         "duration_s": duration_s,
         "warmup_s": warmup_s,
@@ -452,10 +460,23 @@ def main(argv: list[str] | None = None) -> None:
         help="who takes the engine's lease: this process for every run, as a workflow does "
         "(engine_hold.py; default), or each run its own",
     )
+    parser.add_argument(
+        "--job-server",
+        choices=("on", "off"),
+        default="on",
+        help="each run forked from the job server, as a workflow's are (jobserver.py; default), or each "
+        "run a process of its own that makes its imports",
+    )
     parser.add_argument("--samples", action="store_true", help="print every run's phases too")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
+        from sidecar_bench.jobserver import delegate
+
+        # In the job server's forked process, if one runs.
+        status = delegate(__file__, ["--child", args.child])
+        if status is not None:
+            sys.exit(status)
         child(args.child)
         return
     try:
@@ -477,6 +498,7 @@ def main(argv: list[str] | None = None) -> None:
         args.build,
         say=lambda line: print(f"bench_harness: {line}", file=sys.stderr, flush=True),
         hold=args.lease,
+        job_server=args.job_server == "on",
     )
     if not args.samples:
         result.pop("samples")

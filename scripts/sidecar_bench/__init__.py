@@ -7,7 +7,8 @@ real proxy in the request path), calibration (the model's calibration cells).
 
 Images: image (builds the task and load-generator images on each host).
 
-Runs: runjob (what a run job is given: its command line, the workflow's settings) -> job (the run job: an
+Runs: runjob (what a run job is given: its command line, the workflow's settings), jobserver (the job's process
+forked from one that has the library imported) -> job (the run job: an
 engine, its lease, progress) -> runner (one run's sequence) -> measurement and
 task_measurement (the steps on the engine) -> cgroup, hey, openloop, warmup, environment (what is read) ->
 record (the run file). Their plumbing: hosts, sshconn, transports (the SDK's SSH transport left out where no

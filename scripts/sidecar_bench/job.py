@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import docker
 import docker.errors
 
-from . import containers, preload, record, runner
+from . import containers, jobserver, preload, record, runner
 from .conditions import APPS, LoadSettings
 from .hosts import HostError, host_lock
 from .checks import check_host_capacity
@@ -236,6 +236,8 @@ def main(
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
             logger.addHandler(handler)
             logger.setLevel(logging.INFO)
+    if jobserver.forked():
+        log.info("process %d, forked by the workflow's job server (jobserver.py)", os.getpid())
     cond = as_condition(condition)
     # The app's own warm-up (load.app_warmup_s), as its rerun trigger (get_load) says.
     base = as_load(load)

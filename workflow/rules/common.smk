@@ -142,11 +142,27 @@ def hold_engines():
     what = f"workflow {PRESET} pid {os.getpid()}"
     for line in engine_hold.hold(config["hosts"], what):
         logger.info(f"sidecar-bench: {line}")
+    start_job_server()
+
+
+# The run jobs' processes forked from one that has the library imported (scripts/sidecar_bench/jobserver.py),
+# started with the engines' hold: a run then spends no time on its imports.
+def start_job_server():
+    from sidecar_bench import jobserver
+
+    try:
+        if jobserver.start(LIBRARY_DIR):
+            logger.info(
+                "sidecar-bench: run jobs start from the job server (library imported once)"
+            )
+    except jobserver.JobServerError as err:
+        logger.warning(f"sidecar-bench: {err}; each run job imports the library itself")
 
 
 def release_engines():
-    from sidecar_bench import engine_hold
+    from sidecar_bench import engine_hold, jobserver
 
+    jobserver.stop()
     engine_hold.release()
 
 

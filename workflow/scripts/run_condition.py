@@ -3,12 +3,21 @@
 A plain script the rules start with a shell command (sidecar_bench.runjob says why and what it is given):
     run_condition.py --condition DICT --repeat N --out RUN_FILE --log LOG --task-image JSON --loadgen-image JSON
                      [--open-loadgen-image JSON] [--capacity FILE]
-with the workflow's settings in SIDECAR_BENCH_RUN_JOB.
+with the workflow's settings in SIDECAR_BENCH_RUN_JOB. Run in a process forked from the workflow's job server
+when there is one (SIDECAR_BENCH_JOB_SERVER), else in this one.
 """
 
 import json
 import os
 import sys
+
+from sidecar_bench.jobserver import delegate
+
+# The workflow's job server, if it runs, forks a process that has the library imported and runs this script
+# in it, with this process's arguments, environment and standard streams (sidecar_bench.jobserver).
+STATUS = delegate(__file__, sys.argv[1:])
+if STATUS is not None:
+    sys.exit(STATUS)
 
 from sidecar_bench.runjob import RunJobError, log_path, parse
 

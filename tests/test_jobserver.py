@@ -1,0 +1,258 @@
+"""The job server (jobserver.py): a job's script runs in a process forked from it, with the job's arguments,
+environment, directory and standard streams; its exit status is the job's; the job's signals reach it, and the
+job's kill -9 stops it with its clean-up. No server, or none listening: the job runs in its own process."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_until
+from sidecar_bench import jobserver
+
+LIBRARY = str(Path(jobserver.__file__).resolve().parents[1])
+
+# The job's side: what workflow/scripts/run_condition.py does first.
+CLIENT = textwrap.dedent(
+    """
+    import sys
+    from sidecar_bench.jobserver import delegate
+
+    STATUS = delegate(sys.argv[1], sys.argv[2:])
+    if STATUS is not None:
+        sys.exit(STATUS)
+    print("ran in its own process", file=sys.stderr)
+    sys.exit(42)
+    """
+)
+
+# The script run in the forked process: it says where and how it runs, then does what argv[1] asks.
+PROBE = textwrap.dedent(
+    """
+    import gc, json, os, signal, sys, time
+    from sidecar_bench import jobserver
+
+    what = sys.argv[1]
+    print("to stdout")
+    print("to stderr", file=sys.stderr)
+    if what == "describe":
+        json.dump(
+            {
+                "argv": sys.argv[1:],
+                "foo": os.environ.get("FOO"),
+                "server_env": os.environ.get(jobserver.ENV),
+                "cwd": os.getcwd(),
+                "pid": os.getpid(),
+                "forked": jobserver.forked(),
+                "imported": [m for m in ("docker", "pandas", "pyarrow", "sidecar_bench.job") if m in sys.modules],
+                "frozen": gc.get_freeze_count(),
+                "threads": len(os.listdir("/proc/self/task")),
+            },
+            open(sys.argv[2], "w"),
+        )
+    elif what == "exit":
+        sys.exit(int(sys.argv[2]))
+    elif what == "message":
+        sys.exit("a message instead of a status")
+    elif what == "raise":
+        raise ValueError("an uncaught error")
+    elif what == "wait":
+        def stop(signum, frame):
+            open(sys.argv[2], "w").write(signal.Signals(signum).name)
+            sys.exit(5)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, stop)
+        open(sys.argv[3], "w").write(str(os.getpid()))
+        time.sleep(60)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("jobserver")
+    (directory / "client.py").write_text(CLIENT)
+    (directory / "probe.py").write_text(PROBE)
+    saved = os.environ.pop(jobserver.ENV, None)
+    path = jobserver.start(LIBRARY)
+    try:
+        yield path, directory
+    finally:
+        jobserver.stop()
+        if saved is not None:
+            os.environ[jobserver.ENV] = saved
+
+
+def job(directory, *args, env=None, **kwargs):
+    """The job's process: the client with the probe and its arguments (started, not waited for)."""
+    return subprocess.Popen(
+        [sys.executable, str(directory / "client.py"), str(directory / "probe.py"), *args],
+        env={**os.environ, "PYTHONPATH": LIBRARY, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def test_the_script_runs_forked_with_the_jobs_arguments_environment_directory_and_streams(
+    server, tmp_path
+):
+    path, directory = server
+    out = tmp_path / "described.json"
+    process = job(directory, "describe", str(out), env={"FOO": "bar"}, cwd=tmp_path)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert stdout == "to stdout\n" and stderr == "to stderr\n"
+    described = json.loads(out.read_text())
+    assert described["argv"] == ["describe", str(out)]
+    assert described["foo"] == "bar"
+    assert described["cwd"] == str(tmp_path)
+    # Not the job's own process: one forked from the server, which has the library imported and frozen.
+    assert described["pid"] != process.pid and described["forked"] is True
+    assert described["imported"] == ["docker", "pandas", "pyarrow", "sidecar_bench.job"]
+    assert described["frozen"] > 0
+    # The script's thread and the one that passes the job's signals on: none of the server's libraries'.
+    assert described["threads"] == 2
+    # The script does not ask the server again.
+    assert described["server_env"] is None
+
+
+@pytest.mark.parametrize(
+    "args, status, said",
+    [
+        (["exit", "0"], 0, ""),
+        (["exit", "3"], 3, ""),
+        (["message"], 1, "a message instead of a status\n"),
+        (["raise"], 1, "ValueError: an uncaught error"),
+    ],
+)
+def test_the_jobs_exit_status_is_the_scripts(server, args, status, said):
+    _, directory = server
+    process = job(directory, *args)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == status, stderr
+    assert stdout == "to stdout\n"
+    assert said in stderr
+    if args[0] == "raise":
+        assert "Traceback" in stderr
+
+
+def started_waiting(directory, tmp_path):
+    marker, pid_file = tmp_path / "signal", tmp_path / "pid"
+    process = job(directory, "wait", str(marker), str(pid_file))
+    wait_until(lambda: pid_file.exists() and pid_file.read_text(), 30, "the script never started")
+    return process, marker, int(pid_file.read_text())
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_job_reaches_the_script_and_the_job_exits_with_its_status(
+    server, tmp_path, signum
+):
+    _, directory = server
+    process, marker, _ = started_waiting(directory, tmp_path)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 5, stderr
+    assert marker.read_text() == signal.Signals(signum).name
+
+
+def test_the_jobs_kill_9_stops_the_script_with_sigterm(server, tmp_path):
+    _, directory = server
+    process, marker, pid = started_waiting(directory, tmp_path)
+    process.kill()
+    process.wait(timeout=30)
+    wait_until(
+        lambda: marker.exists() and marker.read_text(),
+        10,
+        "the forked process never heard of its job's death",
+    )
+    assert marker.read_text() == "SIGTERM"
+    wait_until(lambda: not Path(f"/proc/{pid}").exists(), 10, "the forked process lives on")
+
+
+@pytest.mark.parametrize("value", [None, jobserver.OFF, "/nonexistent/socket"])
+def test_without_a_listening_server_the_job_runs_in_its_own_process(server, value):
+    _, directory = server
+    env = {**os.environ, "PYTHONPATH": LIBRARY}
+    env.pop(jobserver.ENV, None)
+    if value is not None:
+        env[jobserver.ENV] = value
+    done = subprocess.run(
+        [sys.executable, str(directory / "client.py"), str(directory / "probe.py"), "exit", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 42 and done.stderr == "ran in its own process\n", done.stderr
+
+
+def test_off_starts_no_server(monkeypatch):
+    monkeypatch.setenv(jobserver.ENV, jobserver.OFF)
+    assert jobserver.start(LIBRARY) is None
+    assert os.environ[jobserver.ENV] == jobserver.OFF
+
+
+def test_the_server_ends_with_the_workflows_process(tmp_path):
+    """Its standard input is the workflow's: kill -9 of the workflow ends it, and its socket goes."""
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys, time; from sidecar_bench import jobserver; jobserver.start(sys.argv[1]); "
+            "print(jobserver._server['process'].pid, os.environ[jobserver.ENV], flush=True); time.sleep(60)",
+            LIBRARY,
+        ],
+        env={**os.environ, "PYTHONPATH": LIBRARY},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pid, path = starter.stdout.readline().split()
+        assert Path(path).exists()
+        starter.kill()
+        starter.wait(timeout=30)
+        wait_until(
+            lambda: not Path(f"/proc/{pid}").exists(), 10, "the job server outlived its workflow"
+        )
+        assert not Path(path).exists()
+    finally:
+        starter.kill()
+
+
+def test_a_server_whose_imports_fail_says_why_and_the_workflow_goes_on(tmp_path, monkeypatch):
+    broken = tmp_path / "broken"
+    (broken / "docker").mkdir(parents=True)
+    (broken / "docker" / "__init__.py").write_text("raise ImportError('no docker here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(broken))
+    monkeypatch.delenv(jobserver.ENV, raising=False)
+    monkeypatch.setattr(jobserver, "_server", {})  # not the module's server, if one runs
+    started = time.monotonic()
+    with pytest.raises(jobserver.JobServerError, match="no docker here"):
+        jobserver.start(LIBRARY)
+    assert time.monotonic() - started < 30
+    assert jobserver.ENV not in os.environ
+
+
+def test_a_server_that_does_not_take_the_job_leaves_it_to_its_own_process(tmp_path, monkeypatch):
+    """Listening but never forking (stopped, stuck): after the handshake's timeout the job runs itself."""
+    import socket
+
+    path = str(tmp_path / "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    monkeypatch.setattr(jobserver, "HANDSHAKE_TIMEOUT_S", 0.5)
+    try:
+        started = time.monotonic()
+        assert jobserver.delegate("script.py", [], {jobserver.ENV: path}) is None
+        assert time.monotonic() - started < 10
+    finally:
+        listener.close()
