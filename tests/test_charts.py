@@ -375,3 +375,78 @@ def test_the_javascript_bundle_is_made_once_and_kept_by_the_versions_that_make_i
     path.write_text("")
     assert chart_files.javascript_bundle() == bundle and path.read_text() == bundle
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+
+
+def retention_summary(loaded_runs):
+    """Go 0.25 vCPU + 3 sidecars at 0 % and 15 % load, 2048 MB: the 15 % cell's runs as given."""
+    rows = []
+    for load, runs in ((0.0, (400.0, 410.0, 405.0)), (15.0, loaded_runs)):
+        rows.append(
+            {
+                "condition_id": f"go_cpu0.25_mem2048_sc3_load{load:02g}",
+                "app": "go",
+                "vcpu": 0.25,
+                "memory_mb": 2048,
+                "sidecar_count": 3,
+                "sidecar_load_pct": load,
+                "total_sidecar_load_pct": 3 * load,
+                "rps": float(np.exp(np.mean(np.log(runs)))),
+                "flags": "",
+                "repeats": len(runs),
+                "failed_runs": 0,
+                "rps_runs": ";".join(f"{r:g}" for r in runs),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_one_wide_retention_interval_is_cut_at_the_axis_and_marked_not_stretching_it(wide):
+    """The axis stops just above the highest point (a tenth rounded up, 15 % headroom) when an interval
+    reaches beyond: the bar ends there with a caret; without such an interval nothing is cut."""
+    from sidecar_bench.charts import CUT_MARK, capped_axis_top, retained_chart, retained_data
+
+    ref = reference.load_reference(REFERENCE)
+    summary = retention_summary((60.0, 300.0) if wide else (200.0, 205.0, 210.0))
+    data = retained_data(summary, ref)
+    spec = retained_chart(summary, ref).to_dict()
+    layers = list(layers_of(spec))
+    carets = [
+        l
+        for l in layers
+        if isinstance(l.get("mark"), dict) and l["mark"].get("shape") == "triangle-up"
+    ]
+    bars = [l for l in layers if mark_type(l) == "rule" and "y2" in l.get("encoding", {})]
+    subtitle = " ".join(spec["title"]["subtitle"])
+    top = capped_axis_top(data["retained"], data["hi"])
+    if wide:
+        ours = data[data["source"] == "ours"]
+        assert ours["hi"].max() > 5  # 2 runs, 1 degree of freedom: the interval reaches far up
+        # The highest point is the article's or our 100 %: 1.15 x it, rounded up to a tenth.
+        highest = data["retained"].max()
+        assert top == pytest.approx(np.ceil(1.15 * highest * 10) / 10)
+        assert all(
+            l["encoding"]["y"]["scale"]["domain"] == [0, top]
+            for l in layers
+            if "y" in l.get("encoding", {})
+        )
+        assert bars[0]["encoding"]["y2"]["field"] == "hi_shown" and len(carets) == 1
+        assert CUT_MARK in subtitle
+    else:
+        assert top is None
+        assert not carets and CUT_MARK not in subtitle
+        assert all(
+            "domain" not in l["encoding"]["y"]["scale"]
+            for l in layers
+            if "y" in l.get("encoding", {})
+        )
+
+
+def test_the_axis_top_leaves_every_point_and_uncut_interval_as_it_was():
+    from sidecar_bench.charts import capped_axis_top
+
+    assert capped_axis_top([1.0, 0.5], [1.1, 0.6]) is None
+    assert capped_axis_top([1.0, 0.5], [1.1, 3.0]) == 1.2
+    assert capped_axis_top([7.2, 1.0], [7.5, 30.0]) == 8.3
+    assert capped_axis_top([float("nan")], [2.0]) is None
+    assert capped_axis_top([1.0], [float("nan")]) is None

@@ -367,6 +367,26 @@ def retained_data(summary: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     return with_flags(data)
 
 
+# The retention axis stops this far above the highest point (ours or the article's), in whole tenths: an
+# interval reaching beyond is cut there and marked with a caret (its full range is in the tooltip), so that
+# one wide interval (2 repetitions of a noisy cell) cannot squeeze every point into the chart's foot.
+AXIS_HEADROOM = 1.15
+CUT_MARK = "\u25b2"
+
+
+def capped_axis_top(points: Iterable[float], highs: Iterable[float]) -> float | None:
+    """The y axis's top, AXIS_HEADROOM x the highest point rounded up to a tenth, when an interval's top
+    reaches beyond it; None when every interval fits (the axis is then drawn as before, to the highest)."""
+    values = np.asarray(list(points), dtype=float)
+    values = values[np.isfinite(values)]
+    tops = np.asarray(list(highs), dtype=float)
+    tops = tops[np.isfinite(tops)]
+    if not len(values) or not len(tops):
+        return None
+    top = math.ceil(AXIS_HEADROOM * float(values.max()) * 10 - 1e-9) / 10
+    return top if float(tops.max()) > top else None
+
+
 def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartLike:
     data = retained_data(summary, ref)
     title = "RPS retained relative to the no-load baseline (3 sidecars)"
@@ -380,11 +400,16 @@ def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartLike
     color = alt.Color(
         "setup:N", title="Setup", scale=alt.Scale(domain=names, range=SETUP_COLORS[:3])
     )
+    top = capped_axis_top(data["retained"], data["hi"])
+    data["hi_shown"] = data["hi"] if top is None else data["hi"].clip(upper=top)
+    data["cut"] = False if top is None else data["hi"] > top
     y = alt.Y(
         "retained:Q",
         title="RPS retained (share of the 0 % load RPS)",
         axis=alt.Axis(format="%"),
-        scale=alt.Scale(zero=True),
+        scale=alt.Scale(zero=True)
+        if top is None
+        else alt.Scale(zero=True, domain=[0, top], nice=False),
     )
     base = alt.Chart(data).encode(
         x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE),
@@ -405,10 +430,20 @@ def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartLike
         "Hollow diamonds: the article's values. Bars: 95 % interval of our retention, with the run-to-run "
         "variation of both the loaded cell and its 0 % baseline."
     ]
+    layers = ours_and_article(base, y, "lo", "hi_shown")
+    if top is not None:
+        subtitle.append(
+            f"{CUT_MARK} at a bar's top: its interval goes on above the axis (its full range in the tooltip)."
+        )
+        layers.append(
+            base.transform_filter(alt.datum.cut)
+            .mark_point(shape="triangle-up", filled=True, size=70, opacity=1)
+            .encode(y=alt.Y("hi_shown:Q", scale=y.to_dict()["scale"]))
+        )
     flagged = flagged_subtitle([data])
     if flagged:
         subtitle.append(flagged)
-    return vlspec.layer(*ours_and_article(base, y, "lo", "hi")).properties(
+    return vlspec.layer(*layers).properties(
         width=520, height=300, title=alt.Title(title, subtitle=subtitle)
     )
 
