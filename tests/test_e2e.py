@@ -141,13 +141,18 @@ def test_progress_is_shown_while_the_matrix_runs(finished):
     assert "[6/6 done, ETA 0m]" in output
 
 
+def run_logs(project):
+    """Every run's log of the e2e preset (one per condition and repetition)."""
+    logs = sorted((project / "results" / "e2e" / "logs" / "run_condition").glob("*/rep*.log"))
+    assert len(logs) == len(ALL) * REPEATS
+    return logs
+
+
 def test_the_runs_work_under_the_workflows_lease(finished):
     """Snakemake's onstart takes the engine's lease once (engine_hold.py); no run takes one of its own."""
     project, output, _ = finished
     assert "sidecar-bench: holding engine local's lease for this workflow's jobs" in output
-    logs = sorted((project / "results" / "e2e" / "logs" / "run_condition").glob("*/rep*.log"))
-    assert len(logs) == len(ALL) * REPEATS
-    for log in logs:
+    for log in run_logs(project):
         assert "engine local: under the workflow's lease" in log.read_text(), log
 
 
@@ -156,9 +161,7 @@ def test_the_runs_are_forked_from_the_workflows_job_server(finished):
     the library imported once."""
     project, output, _ = finished
     assert "sidecar-bench: run jobs start from the job server" in output
-    logs = sorted((project / "results" / "e2e" / "logs" / "run_condition").glob("*/rep*.log"))
-    assert len(logs) == len(ALL) * REPEATS
-    for log in logs:
+    for log in run_logs(project):
         assert "forked by the workflow's job server" in log.read_text(), log
 
 
