@@ -62,6 +62,13 @@ PROBE = textwrap.dedent(
         sys.exit("a message instead of a status")
     elif what == "raise":
         raise ValueError("an uncaught error")
+    elif what == "true":
+        sys.exit(True)
+    elif what == "marker":
+        open(sys.argv[2], "w").write("ran")
+    elif what == "sleep":
+        open(sys.argv[2], "w").write(str(os.getpid()))
+        time.sleep(60)
     elif what == "wait":
         def stop(signum, frame):
             open(sys.argv[2], "w").write(signal.Signals(signum).name)
@@ -131,6 +138,7 @@ def test_the_script_runs_forked_with_the_jobs_arguments_environment_directory_an
         (["exit", "3"], 3, ""),
         (["message"], 1, "a message instead of a status\n"),
         (["raise"], 1, "ValueError: an uncaught error"),
+        (["true"], 1, ""),
     ],
 )
 def test_the_jobs_exit_status_is_the_scripts(server, args, status, said):
@@ -256,3 +264,75 @@ def test_a_server_that_does_not_take_the_job_leaves_it_to_its_own_process(tmp_pa
         assert time.monotonic() - started < 10
     finally:
         listener.close()
+
+
+def test_a_fork_ended_by_the_signal_its_job_passed_on_ends_the_job_by_it_too(server, tmp_path):
+    """Outside the run's own handling a forwarded SIGTERM ends the forked process as it ends a process."""
+    _, directory = server
+    pid_file = tmp_path / "pid"
+    process = job(directory, "sleep", str(pid_file))
+    wait_until(lambda: pid_file.exists() and pid_file.read_text(), 30, "the script never started")
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGTERM
+
+
+def test_a_job_that_gives_up_before_its_go_is_never_run_by_the_fork(server, tmp_path):
+    """The handshake: the fork runs the script only after the job's GO; a job that closed runs it itself."""
+    import socket
+
+    path, directory = server
+    marker = tmp_path / "marker"
+    payload = json.dumps(
+        {
+            "script": str(directory / "probe.py"),
+            "argv": ["marker", str(marker)],
+            "env": {**os.environ, "PYTHONPATH": LIBRARY},
+            "cwd": str(tmp_path),
+        }
+    ).encode()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    socket.send_fds(sock, [jobserver.HEADER.pack(len(payload))], [0, 1, 2])
+    sock.sendall(payload)
+    assert sock.makefile("rb").readline() == jobserver.STARTED
+    sock.close()  # gave up: no GO
+    time.sleep(1.0)
+    assert not marker.exists()
+
+
+def test_a_run_file_is_not_put_in_place_once_its_job_was_killed(tmp_path, monkeypatch):
+    """A forked run whose job died (kill -9) while it wrote its file leaves no file: Snakemake gave it up."""
+    import pyarrow as pa
+
+    from sidecar_bench import record
+    from sidecar_bench.signals import Interrupted
+
+    monkeypatch.setattr(jobserver, "_orphaned", jobserver.threading.Event())
+    table = pa.table({"x": [1, 2]})
+    assert record._write_atomically(tmp_path / "kept.parquet", table).exists()
+    jobserver._orphaned.set()
+    with pytest.raises(Interrupted, match="killed before its file was in place"):
+        record._write_atomically(tmp_path / "run.parquet", table)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.parquet"]
+
+
+def test_after_the_first_stop_signal_the_next_cannot_cut_the_clean_up_short():
+    """Ctrl-C reaches a forked run twice (the terminal's, and its job's passed on): the second is ignored
+    until the clean-up holds the signals (signals_deferred)."""
+    from sidecar_bench.signals import Interrupted, signals_raise
+
+    previous = signal.getsignal(signal.SIGINT)
+    with pytest.raises(Interrupted):
+        with signals_raise():
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+            finally:
+                assert all(
+                    signal.getsignal(sig) is signal.SIG_IGN
+                    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                )
+                os.kill(os.getpid(), signal.SIGINT)  # ignored: the clean-up goes on
+                time.sleep(0.1)
+    assert signal.getsignal(signal.SIGINT) is previous

@@ -360,8 +360,9 @@ def measure(
         child_env.pop(jobserver.ENV, None)
         try:
             # As Snakemake's onstart does: each run forked from a process with the imports made.
-            if job_server:
-                child_env[jobserver.ENV] = jobserver.start(str(Path(jobserver.__file__).parents[1]))
+            path = jobserver.start(str(Path(jobserver.__file__).parents[1])) if job_server else None
+            if path:  # None: SIDECAR_BENCH_JOB_SERVER=off in this environment
+                child_env[jobserver.ENV] = path
             for repeat in range(1, reps + 1):
                 for condition in matrix:
                     number = len(runs) + 1

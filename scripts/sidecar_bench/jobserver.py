@@ -68,6 +68,9 @@ NO_THREADS_ENV = {
 }
 READY = b"ready\n"
 STARTED = b"started\n"
+# The job's answer to STARTED: only then does the forked process run the script (a job that gave up waiting
+# closes instead, and runs it itself): never both.
+GO = b"go\n"
 # How long onstart waits for the server's imports before the jobs run in their own processes instead.
 START_TIMEOUT_S = 60
 # How long a job waits for the server to fork its process before it runs in its own.
@@ -115,11 +118,14 @@ def delegate(script: str, argv: list[str], environ: Mapping[str, str] = os.envir
             sock.close()
             return None  # nothing of the job ran: it runs here
         sock.settimeout(None)
+        sock.sendall(GO)
     except OSError:  # socket.timeout included
         sock.close()
         return None
+    forwarded: list[int] = []
 
     def forward(signum: int, frame: Any) -> None:
+        forwarded.append(signum)
         try:
             sock.sendall(f"signal {signum}\n".encode())
         except OSError:
@@ -127,9 +133,17 @@ def delegate(script: str, argv: list[str], environ: Mapping[str, str] = os.envir
 
     for sig in FORWARDED:
         signal.signal(sig, forward)
-    line = reader.readline()
+    try:
+        line = reader.readline()
+    except OSError:  # reset by a forked process that ended with a signal line unread
+        line = b""
     if line.startswith(b"exit "):
         return int(line.split()[1])
+    if forwarded:
+        # Ended by the signal passed on to it (outside the run's own handling): the job ends by it too.
+        signal.signal(forwarded[-1], signal.SIG_DFL)
+        os.kill(os.getpid(), forwarded[-1])
+        return 128 + forwarded[-1]
     print(
         f"sidecar-bench: the run's process (forked by the job server {path}) ended without an exit "
         "status; its log says how far it got",
@@ -155,9 +169,12 @@ def _run_script(script: str) -> int:
         if code is None:
             return 0
         if isinstance(code, int):
-            return code
+            return int(code)  # True and False too
         print(code, file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return 128 + signal.SIGINT
     except BaseException:
         traceback.print_exc()
         return 1
@@ -173,9 +190,16 @@ def _recv_exactly(conn: socket.socket, size: int) -> bytes:
     return bytes(data)
 
 
-def _watch(conn: socket.socket, done: threading.Event) -> None:
+_orphaned = threading.Event()
+
+
+def orphaned() -> bool:
+    """Whether this forked process's job has died (kill -9): whatever it was writing is no longer wanted."""
+    return _orphaned.is_set()
+
+
+def _watch(reader: Any, done: threading.Event) -> None:
     """Pass the job's signals on to this process; the job's death (end of its connection) is a SIGTERM."""
-    reader = conn.makefile("rb")
     try:
         for line in reader:
             words = line.split()
@@ -184,6 +208,7 @@ def _watch(conn: socket.socket, done: threading.Event) -> None:
     except OSError:
         pass
     if not done.is_set():
+        _orphaned.set()
         os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -222,7 +247,11 @@ def _child(conn: socket.socket) -> None:
         sys.path[0] = os.path.dirname(script)
         done = threading.Event()
         conn.sendall(STARTED)
-        threading.Thread(target=_watch, args=(conn, done), daemon=True).start()
+        reader = conn.makefile("rb")
+        if reader.readline() != GO:
+            code = 0
+            return  # the job gave up waiting and runs the script itself (finally: exit, nothing run)
+        threading.Thread(target=_watch, args=(reader, done), daemon=True).start()
         code = _run_script(script)
         done.set()
     finally:
@@ -230,8 +259,9 @@ def _child(conn: socket.socket) -> None:
             import logging
 
             logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
+            for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+                if stream is not None:
+                    stream.flush()
         except Exception:  # the job's own streams: nothing left to report to
             pass
         try:
@@ -336,6 +366,9 @@ def start(library_dir: str | None = None, timeout: float = START_TIMEOUT_S) -> s
         return None
     if _server:
         return _server["path"]
+    os.environ.pop(
+        ENV, None
+    )  # another workflow's, inherited: never this one's jobs' if this one fails
     directory = tempfile.mkdtemp(prefix="sidecar-bench-jobs-")
     path = os.path.join(directory, "socket")
     env = {**os.environ, **NO_THREADS_ENV}

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from . import jobserver
+from .signals import Interrupted
+
 # pandas and pyarrow are imported where a run file is made or read, not with this module: a run job
 # imports this module at its start and needs them only after its load (preload.py makes them then).
 if TYPE_CHECKING:
@@ -335,6 +338,9 @@ def _write_atomically(path: str | os.PathLike, table: Any) -> Path:
             pq.write_table(table, handle)
             handle.flush()
             os.fsync(handle.fileno())
+        if jobserver.orphaned():
+            # A run forked for a job that was killed meanwhile: Snakemake has given its outputs up.
+            raise Interrupted("the run's job was killed before its file was in place")
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

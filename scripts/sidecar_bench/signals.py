@@ -29,6 +29,10 @@ def signals_raise() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: Any) -> None:
+        # Once: the next stop signal (Ctrl-C reaches a run forked by the job server both from the terminal and
+        # through its job) must not cut short the clean-up this one starts; signals_deferred then holds them.
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
         raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
 
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
