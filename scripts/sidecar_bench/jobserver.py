@@ -19,14 +19,15 @@ Kill guarantees, as for a job's own process:
 - a signal to the job (SIGINT, SIGTERM, SIGHUP: Ctrl-C, Snakemake stopping its jobs) is passed on to the
   forked process, which stops with its clean-up; the job exits with its status;
 - the job's death by kill -9 closes the connection, and the forked process then stops itself with SIGTERM,
-  with its clean-up;
+  with its clean-up, and puts no run file in place after it (orphaned(), record.py);
 - the forked process is in the workflow's process group, as the job is: kill -9 of the group ends it, and its
   containers' watchers (containers.WATCH_SCRIPT, their stdins attached to it) end them within a second.
 The server ignores SIGINT and SIGHUP (its forked processes are told by their jobs) and ends with the workflow:
 at onsuccess and onerror (stop), or when the workflow's process is gone and its standard input closes.
 
 No server (a cluster's jobs, a script run by hand, a server that could not start) or one that does not answer:
-the job runs in its own process, as before. The server must be free of threads when it forks: numpy's
+the job runs in its own process, as before. Never both: the forked process runs the script only once the job
+has answered its STARTED with GO, and a job that gave up waiting sends none. The server must be free of threads when it forks: numpy's
 OpenBLAS and pyarrow's jemalloc start one each on import, so it runs with one BLAS thread (a run job does no
 linear algebra) and Arrow's jemalloc without its background thread (NO_THREADS_ENV), and checks that it has
 no other thread before it listens.
