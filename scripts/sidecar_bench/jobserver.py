@@ -50,15 +50,12 @@ from typing import Any, Mapping
 ENV = "SIDECAR_BENCH_JOB_SERVER"
 # ENV's value that keeps a workflow from starting one (each job then runs in its own process).
 OFF = "off"
-# What a run job imports (workflow/scripts/run_condition.py) and preload.py's modules.
-PRELOAD = (
+# What a run job imports (workflow/scripts/run_condition.py); preload.MODULES come with them.
+JOB_MODULES = (
     "sidecar_bench.runjob",
     "sidecar_bench.transports",
     "sidecar_bench.hosts",
     "sidecar_bench.job",
-    "pandas",
-    "pyarrow",
-    "pyarrow.parquet",
 )
 # Threads the server's imports would start, kept from starting (the module's docstring says why).
 NO_THREADS_ENV = {
@@ -280,17 +277,20 @@ def threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def preload() -> None:
-    """Import what a run job imports, as its script would (without paramiko when no engine needs SSH)."""
+def import_for_jobs() -> None:
+    """Import what a run job imports, as its script would (without paramiko when no engine needs SSH), and
+    what it imports after its load (preload.MODULES)."""
     import gc
     import importlib
 
-    settings = os.environ.get("SIDECAR_BENCH_RUN_JOB")
+    from . import preload, runjob
+
+    settings = os.environ.get(runjob.ENV)
     if settings:
         from .transports import skip_ssh_transport
 
         skip_ssh_transport(json.loads(settings).get("hosts") or [])
-    for name in PRELOAD:
+    for name in (*JOB_MODULES, *preload.MODULES):
         importlib.import_module(name)
     # Frozen, the imports' objects are never walked by a forked process's collector (no copy-on-write of them).
     gc.freeze()
@@ -304,7 +304,7 @@ def serve(path: str) -> None:
     """Import, listen on path, say READY on stdout; fork a process per job until stdin closes or SIGTERM."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    preload()
+    import_for_jobs()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
