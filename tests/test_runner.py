@@ -853,13 +853,204 @@ def test_a_warm_up_takes_the_before_window_reads_from_its_own_exec(caplog):
         measurement_module.WARMUP_THEN_BEFORE,
         "warm-up",
     ]
-    assert execs[0][4:] == m.hey_command(1, "/dev/null") and "-z" in execs[0]
+    # The warm-up's hey prints its summary, not the CSV nobody reads (the same load, less work after it).
+    assert execs[0][4:] == m.hey_command(1, "/dev/null", csv=False) and "-z" in execs[0]
+    assert "csv" not in execs[0][4:] and "csv" in m.hey_command(1, "/dev/null")
     assert "warm-up" not in caplog.text
     status = 124
     with caplog.at_level(logging.WARNING):
         m.warm_up(1)
     assert "go_cpu0.5_mem2048_sc0_load00: the warm-up's hey exited with 124" in caplog.text
     assert m.before[2] == 7
+
+
+def _answering_server():
+    """An HTTP server on a free loopback port that answers every GET with 200."""
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_readiness_then_the_warm_up_and_its_reads_are_one_exec_under_a_real_shell():
+    # The real script under the host's sh: poll until the URL answers, print when (the engine's clock), run the
+    # warm-up (its output dropped, its status kept), then BEFORE_SCRIPT (here /stats does not answer: no app on
+    # the host's port 8080), and last the clock again; the exec's status is the reads'.
+    server = _answering_server()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/work"
+        warmup = ["sh", "-c", "echo row; echo oops >&2; sleep 0.3; exit 3"]
+        done = subprocess.run(
+            ["sh", "-c", measurement_module.READY_THEN_WARMUP, "ready+warm-up", url, "20", "0.05"]
+            + warmup,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        server.shutdown()
+    out = done.stdout
+    assert out.startswith("@@ready "), out
+    ready_at = float(out.split("\n", 1)[0].split()[1])
+    assert "\n@@before 3\n" in out and "row" not in out and "oops" not in done.stderr
+    assert "@@netns\n" in out and "@@stats" in out
+    end_at = float(out.rpartition("\n@@end ")[2])
+    assert 0.3 <= end_at - ready_at < 5
+    assert done.returncode != 0  # the reads' status: /stats did not answer
+    # An app that never answers: the poll's last answer and the status that says "not ready", no warm-up.
+    done = subprocess.run(
+        ["sh", "-c", measurement_module.READY_THEN_WARMUP, "ready+warm-up", "http://127.0.0.1:9/"]
+        + ["2", "0.01", "sh", "-c", "echo warm-up ran"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == measurement_module.NOT_READY
+    assert done.stdout == "@@last 000\n"
+
+
+def _measurement(load=None):
+    m = measurement_module.Measurement(
+        None,
+        Condition("go", 0.5, 2048, 0, 0),
+        load or LoadSettings(duration_s=2, warmup_s=1),
+        None,
+        None,
+        "r",
+    )
+    m.task = SimpleNamespace(status="running", reload=lambda: None)
+    return m
+
+
+def test_a_closed_loops_warm_up_runs_in_the_readiness_exec_and_its_time_is_not_the_apps_start(
+    caplog,
+):
+    snmp = (FIXTURES / "snmp-before.txt").read_text()
+    m = _measurement()
+    execs = []
+    status = 0
+
+    def loadgen_exec(cmd):
+        execs.append(cmd)
+        time.sleep(
+            0.5
+        )  # the exec: readiness, then 0.4 s of warm-up and reads on the engine's clock
+        return containers.ExecResult(
+            0,
+            f"@@ready 1000.10\n@@before {status}\n cpu X\n0.1.4\n@@netns\n{snmp}@@stats\n"
+            '{"served": 7}\n@@end 1000.50\n',
+            "",
+        )
+
+    m.loadgen_exec = loadgen_exec
+    ready_s = m.wait_ready(1)
+    assert 0.1 <= ready_s < 0.3, ready_s
+    assert m.before == (" cpu X\n0.1.4\n", tcp("snmp-before.txt"), 7)
+    assert len(execs) == 1
+    assert execs[0][:3] == ["sh", "-c", measurement_module.READY_THEN_WARMUP]
+    assert execs[0][4:5] == [m.work_url]
+    assert execs[0][7:] == m.hey_command(1, "/dev/null", csv=False)
+    status = 124
+    with caplog.at_level(logging.WARNING):
+        m.wait_ready(1)
+    assert "go_cpu0.5_mem2048_sc0_load00: the warm-up's hey exited with 124" in caplog.text
+    # Without a warm-up, or an open loop's: readiness and the reads alone, the whole exec the app's start.
+    execs.clear()
+    m.loadgen_exec = lambda cmd: (
+        execs.append(cmd),
+        containers.ExecResult(0, f'@@ready\n cpu Y\n@@netns\n{snmp}@@stats\n{{"served": 9}}\n', ""),
+    )[1]
+    assert m.wait_ready() >= 0 and m.before[0] == " cpu Y\n" and m.before[2] == 9
+    assert execs[0][2] == measurement_module.READY_SCRIPT and len(execs[0]) == 7
+    m.open_load = measurement_module.OpenLoad(100, None)
+    m.wait_ready(1)
+    assert execs[1][2] == measurement_module.READY_SCRIPT and len(execs[1]) == 7
+
+
+def test_a_failed_read_after_the_fused_warm_up_is_not_an_app_that_never_answered():
+    m = _measurement()
+    m.loadgen_exec = lambda cmd: containers.ExecResult(
+        7, "@@ready 5.0\n@@before 0\n probe\n@@netns\n\n@@end 6.0\n", "curl: (7) refused"
+    )
+    with pytest.raises(runner.RunError) as err:
+        m.wait_ready(1)
+    assert "reading /stats and /proc/net/snmp failed: curl: (7) refused" in str(err.value)
+
+
+def test_the_windows_exec_takes_the_reads_after_it_and_keeps_heys_status_output_and_time():
+    snmp = (FIXTURES / "snmp-before.txt").read_text()
+    csv_text = "response-time,status-code\n0.0100,200\n"
+    m = _measurement()
+    execs = []
+    status = 0
+
+    def loadgen_exec(cmd):
+        execs.append(cmd)
+        time.sleep(0.3)
+        if cmd[2] == measurement_module.AFTER_SCRIPT:
+            return containers.ExecResult(0, f'{snmp}@@stats\n{{"served": 4}}\n\n@@csv\nown', "")
+        return containers.ExecResult(
+            0,
+            f"@@usage_ns 10\n@@start_uptime 5.5\n@@usage_ns 30\n@@hey {status} 100.25\n"
+            f'{snmp}@@stats\n{{"served": 8}}\n\n@@csv\n{csv_text}\n@@end 100.45\n',
+            "hey: some warning",
+        )
+
+    m.loadgen_exec = loadgen_exec
+    result, wall = m.window(2)
+    assert execs[0][:4] == ["sh", "-c", measurement_module.WINDOW_THEN_AFTER, "window"]
+    assert execs[0][4] == measurement_module.LOADGEN_CSV
+    assert execs[0][5:] == m.hey_command(2, measurement_module.LOADGEN_CSV)
+    assert result == containers.ExecResult(
+        0, "@@usage_ns 10\n@@start_uptime 5.5\n@@usage_ns 30\n", "hey: some warning"
+    )
+    assert hey.parse_loadgen_usage(result.stdout) == pytest.approx(20e-9)
+    # The reads' 0.2 s (engine's clock) are not hey's: the load's wall time is the exec's less them.
+    assert 0.09 <= wall < 0.2, wall
+    tcp_after, served, csv_read = m.after_window()
+    assert (tcp_after, served, csv_read) == (tcp("snmp-before.txt"), 8, csv_text)
+    assert len(execs) == 1
+    status = 2
+    m.after = None
+    assert m.window(2)[0].exit_code == 2
+    # An exec cut off before hey's end: hey failed, and after_window reads on its own.
+    m.after = None
+    m.loadgen_exec = lambda cmd: (
+        execs.append(cmd),
+        containers.ExecResult(0, "@@usage_ns 10\n", "")
+        if cmd[3] == "window"
+        else loadgen_exec(cmd),
+    )[1]
+    assert m.window(2)[0].exit_code == -1
+    assert m.after_window()[1:] == (4, "own")
+    assert execs[-1][2] == measurement_module.AFTER_SCRIPT
+
+
+def test_the_windows_script_under_a_real_shell_gives_heys_status_then_the_reads_and_the_csv(
+    tmp_path,
+):
+    csv_file = tmp_path / "hey.csv"
+    fake_hey = ["sh", "-c", f'echo "@@usage_ns 1"; printf "a,b\\n1,2\\n" > {csv_file}; exit 2']
+    done = subprocess.run(
+        ["sh", "-c", measurement_module.WINDOW_THEN_AFTER, "window", str(csv_file), *fake_hey],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    head, _, rest = done.stdout.partition("@@hey ")
+    assert head == "@@usage_ns 1\n" and rest.startswith("2 ")
+    # Here /stats does not answer (no app on the host's port 8080): the reads fail, the CSV is not read.
+    assert done.returncode != 0 and "@@csv" not in rest and "\n@@end " in rest
 
 
 def test_the_role_whose_process_is_gone_or_replaced_is_named():

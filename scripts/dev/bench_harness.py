@@ -14,10 +14,11 @@ and window), plus the gap between two processes. Each run's time is split by pha
                     finding the workflow's (--lease workflow, the default: one request)
     checks          engine info, capacity check, stale-container sweep, image lookup
     task start      creating and starting the task and the load generator
-    readiness       polling until the app answers, with the before-window reads
-    loadgen         hey's execs beyond their load (exec set-up, hey's exit and CSV write; a warm-up's exec
-                    also takes the reads before the window)
-    reads           the snapshots and counters around the window, and copying hey's CSV back
+    readiness       polling until the app answers (the time wait_ready returns)
+    loadgen         hey's execs beyond their load: exec set-up, hey's exit and CSV write; the warm-up's
+                    exec (the readiness exec, for a fixed warm-up) also takes the reads before the window,
+                    and the window's the reads after it and copying hey's CSV back
+    reads           the task's snapshots around the window (and other reads in an exec of their own)
     parsing         parsing and checking hey's CSV
     writing         the run file
     clean-up        removing the run's containers
@@ -125,6 +126,32 @@ class Recorder:
         setattr(owner, name, timed)
 
 
+def wrap_readiness(recorder: Recorder) -> None:
+    """Time Measurement.wait_ready: the app's readiness it returns, and the rest of its exec (a fused warm-up
+    and its reads, wait_ready(warmup_s)) as load."""
+    from sidecar_bench import runner
+
+    original = runner.Measurement.wait_ready
+
+    def timed(self: Any, warmup_s: float = 0) -> float:
+        started = time.monotonic()
+        ok = False
+        ready_s = 0.0
+        try:
+            ready_s = original(self, warmup_s)
+            ok = True
+            return ready_s
+        finally:
+            ended = time.monotonic()
+            if ok and warmup_s > 0:
+                recorder.events.append(("readiness", started, started + ready_s, ok))
+                recorder.events.append(("load", started + ready_s, ended, ok))
+            else:
+                recorder.events.append(("readiness", started, ended, ok))
+
+    runner.Measurement.wait_ready = timed
+
+
 def instrument(recorder: Recorder) -> None:
     """Time the job's steps where they are looked up (module attributes), without changing them."""
     import docker.client
@@ -142,9 +169,10 @@ def instrument(recorder: Recorder) -> None:
     wrap(job, "_image_on", "checks")
     wrap(runner, "_image", "checks")
     wrap(runner.Measurement, "start", "task start")
-    wrap(runner.Measurement, "wait_ready", "readiness")
-    wrap(runner.Measurement, "hey", "load")
-    # The warm-up's hey and the reads after it: one exec.
+    wrap_readiness(recorder)
+    # The window's hey and the reads after it: one exec.
+    wrap(runner.Measurement, "window", "load")
+    # A warm-up's hey and the reads after it, when not in the readiness exec: one exec.
     wrap(runner.Measurement, "warm_up", "load")
     for name in ("snapshot", "before_window", "after_window", "docker_counters"):
         wrap(runner.Measurement, name, "reads")

@@ -40,6 +40,7 @@ import pandas as pd
 import yaml
 
 from sidecar_bench import hey, runner
+from sidecar_bench.measurement import LOADGEN_CSV
 from sidecar_bench.cells import APP_NAMES
 from sidecar_bench.chart_files import save_chart
 from sidecar_bench.conditions import Condition, LoadSettings
@@ -76,12 +77,12 @@ def measure(client, condition: Condition, seconds: float, concurrency: int) -> n
     try:
         m.start()
         m.wait_ready()
-        result = m.hey(seconds, runner.LOADGEN_CSV)
+        result = m.hey(seconds, LOADGEN_CSV)
         if result.exit_code != 0:
             raise RunError(
                 f"{condition.id}: hey exited with {result.exit_code}: {result.stderr[:300]}"
             )
-        samples = hey.parse_csv(m.loadgen_exec(["cat", runner.LOADGEN_CSV]).stdout)
+        samples = hey.parse_csv(m.loadgen_exec(["cat", LOADGEN_CSV]).stdout)
     finally:
         m.remove()
     ok = samples[(samples["status_code"] >= 200) & (samples["status_code"] < 300)]

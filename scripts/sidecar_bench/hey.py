@@ -74,15 +74,23 @@ class HeyOutputError(ValueError):
     """hey's output is not the CSV this parser knows."""
 
 
-def command(url: str, duration_s: float, concurrency: int) -> list[str]:
-    """The argument list of one measured hey run (the article's `hey -z 30s -c 10 URL`, plus CSV)."""
-    return ["hey", "-z", f"{_duration_text(duration_s)}s", "-c", str(concurrency), "-o", "csv", url]
+def command(url: str, duration_s: float, concurrency: int, csv: bool = True) -> list[str]:
+    """The argument list of one measured hey run (the article's `hey -z 30s -c 10 URL`, plus CSV; without csv,
+    hey's text summary)."""
+    output = ["-o", "csv"] if csv else []
+    return ["hey", "-z", f"{_duration_text(duration_s)}s", "-c", str(concurrency), *output, url]
 
 
 def command_to_file(
-    url: str, duration_s: float, concurrency: int, csv_path: str, wrapper: Sequence[str] = ()
+    url: str,
+    duration_s: float,
+    concurrency: int,
+    csv_path: str,
+    wrapper: Sequence[str] = (),
+    csv: bool = True,
 ) -> list[str]:
-    """The argument list running `wrapper + command(...)` with hey's CSV written to csv_path.
+    """The argument list running `wrapper + command(...)` with hey's CSV (or summary, without csv) written to
+    csv_path.
 
     Its stdout is two counter lines (see parse_loadgen_usage); hey's errors stay on stderr.
     """
@@ -93,7 +101,7 @@ def command_to_file(
         "hey-to-file",
         csv_path,
         *wrapper,
-        *command(url, duration_s, concurrency),
+        *command(url, duration_s, concurrency, csv),
     ]
 
 

@@ -77,22 +77,37 @@ NETNS_PROBE = "cat /proc/net/snmp && echo @@stats && curl -sS --max-time 10 " + 
 BEFORE_SCRIPT = f"{environment.PROBE_SCRIPT}; echo @@netns; {NETNS_PROBE}"
 # After the window: the counters, then hey's CSV file ($1).
 AFTER_SCRIPT = f'{NETNS_PROBE} && echo && echo @@csv && cat "$1"'
-# Poll GET $1 every $3 s, at most $2 times; once it answers 200, print @@ready and go on with
-# BEFORE_SCRIPT (one exec instead of two); else print the last answer and exit 99.
-READY_SCRIPT = (
-    r"""
+# The measured window's hey ("$@" after the CSV's path $1), then AFTER_SCRIPT in the same exec (one exec fewer):
+# the reads follow hey's exit at once, as they did as an exec of their own. @@hey carries hey's exit status and
+# @@hey and @@end the engine's clock (the reads' time is not hey's); the exec's own status is the reads'.
+WINDOW_THEN_AFTER = (
+    'csv=$1; shift; "$@"; echo "@@hey $? $(date +%s.%N)"; set -- "$csv"; '
+    + AFTER_SCRIPT
+    + '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
+)
+# Poll GET $1 every $3 s, at most $2 times; once it answers 200 go on, else print the last answer and exit 99.
+READY_POLL = r"""
 i=0
 until code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1"); [ "$code" = 200 ]; do
   i=$((i + 1)); [ "$i" -ge "$2" ] && { echo "@@last $code"; exit 99; }
   sleep "$3"
 done
-echo @@ready
 """
-    + BEFORE_SCRIPT
-)
+# Readiness (READY_POLL), then BEFORE_SCRIPT in the same exec (one exec instead of two).
+READY_SCRIPT = READY_POLL + "echo @@ready\n" + BEFORE_SCRIPT
 # A warm-up's hey ("$@", its output discarded), then BEFORE_SCRIPT in the same exec (one exec fewer): the reads
 # follow the warm-up's load at once, as they did as an exec of their own. @@before carries hey's exit status.
 WARMUP_THEN_BEFORE = '"$@" > /dev/null 2>&1; echo "@@before $?"; ' + BEFORE_SCRIPT
+# Readiness, the warm-up and the reads after it, in one exec: the warm-up ("$@" after the poll's three
+# arguments) begins as soon as the app answers, without an exec's set-up between them. @@ready and @@end carry
+# the engine's clock (`date +%s.%N`): the runner takes the warm-up and the reads from the exec's time, and what
+# is left is the app's readiness.
+READY_THEN_WARMUP = (
+    READY_POLL
+    + 'echo "@@ready $(date +%s.%N)"\nshift 3\n'
+    + WARMUP_THEN_BEFORE
+    + '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
+)
 # In the task, before the window: wait for the roles file ($1, every $3 s, at most $2 times; exit 99 if it never
 # comes), then the snapshot. The sleeps fall before the snapshot's reads, outside the measured window.
 ROLES_THEN_SNAPSHOT = (
@@ -173,6 +188,8 @@ class Measurement:
         self.stdins: list[Any] = []
         # The before-window reads of the load generator (probe, Tcp counters, served), taken by wait_ready.
         self.before: tuple[str, dict[str, int], int] | None = None
+        # The after-window reads, when the window's exec took them (window).
+        self.after: ExecResult | None = None
         # Set once the measured window's steps begin: a death from then on is a death inside the window.
         self.in_window = False
         # Open loop: the rate and generator, its container, and the measured window's summary.
@@ -461,31 +478,51 @@ class Measurement:
         """A shell script in the container a real proxy runs in (here: the task's)."""
         return self.task_exec(script)
 
-    def wait_ready(self) -> float:
+    def wait_ready(self, warmup_s: float = 0) -> float:
         """Block until /work answers 200; return the seconds it took. Also takes the before-window reads.
 
         Polling runs inside one exec (READY_EXEC_S long at most), and the same exec goes on
         to the environment probe and the network namespace counters: an API round trip
-        costs more than a poll interval.
+        costs more than a poll interval. With warmup_s (a closed loop's fixed warm-up), the same exec
+        also runs the warm-up between the two (READY_THEN_WARMUP): the caller makes no load of its own
+        after this returns but the measured window's.
         """
+        fused = warmup_s > 0 and self.open_load is None
+        if fused:
+            script = [READY_THEN_WARMUP, "ready+warm-up"]
+            after = self.hey_command(warmup_s, "/dev/null", csv=False)
+        else:
+            script, after = [READY_SCRIPT, "ready"], []
         started = time.monotonic()
         deadline = started + self.load.ready_timeout_s
         polls = str(max(1, round(READY_EXEC_S / READY_POLL_S)))
         while True:
             try:
                 result = self.loadgen_exec(
-                    ["sh", "-c", READY_SCRIPT, "ready", self.work_url, polls, f"{READY_POLL_S:g}"]
+                    ["sh", "-c", *script, self.work_url, polls, f"{READY_POLL_S:g}", *after]
                 )
-                head, ready, rest = result.stdout.partition("@@ready\n")
-                if ready:
-                    self.before = self._before_window(result, rest)
-                    return time.monotonic() - started
+                returned = time.monotonic()
+                head, ready, rest = result.stdout.partition("@@ready")
+                if ready and not fused:
+                    self.before = self._before_window(result, rest.removeprefix("\n"))
+                    return returned - started
             except (docker.errors.APIError, RunError):
                 # An exec into a container that has just died (409), or reads cut off by the app's
                 # death (too little memory, say): the task's state says why, once it has exited.
                 if self.task_exits_within(DYING_WAIT_S):
                     raise self.start_error("exited before it answered /work") from None
                 raise
+            if ready:
+                # The app answered: a failure from here on is the warm-up's or its reads', as in warm_up.
+                ready_at, _, text = rest.partition("\n")
+                reads, marker, end_at = text.rpartition("\n@@end ")
+                self.before = self._after_warm_up(result, reads if marker else text)
+                if not marker:
+                    return (
+                        returned - started
+                    )  # cut short (the reads' error says why): an upper bound
+                # The warm-up and the reads, on the engine's clock, are not the app's readiness.
+                return returned - started - (float(end_at) - float(ready_at))
             self.task.reload()
             if self.task.status != "running":
                 raise self.start_error("exited before it answered /work")
@@ -537,20 +574,31 @@ class Measurement:
     def warm_up(self, duration_s: float) -> None:
         """The warm-up's load, not recorded, then the before-window reads (before_window) in the same exec.
 
-        An open loop warms up from its own generator's container: there the reads are an exec of their own."""
+        A closed loop's fixed warm-up usually runs in the readiness exec instead (wait_ready). An open loop
+        warms up from its own generator's container: there the reads are an exec of their own."""
         if self.open_load is not None:
             self.generate(duration_s, "/dev/null", warmup=True)
             self.before_window()
             return
         result = self.loadgen_exec(
-            ["sh", "-c", WARMUP_THEN_BEFORE, "warm-up", *self.hey_command(duration_s, "/dev/null")]
+            [
+                "sh",
+                "-c",
+                WARMUP_THEN_BEFORE,
+                "warm-up",
+                *self.hey_command(duration_s, "/dev/null", csv=False),
+            ]
         )
-        head, marker, rest = result.stdout.partition("@@before ")
-        status, _, text = rest.partition("\n")
+        self.before = self._after_warm_up(result, result.stdout)
+
+    def _after_warm_up(self, result: ExecResult, text: str) -> tuple[str, dict[str, int], int]:
+        """WARMUP_THEN_BEFORE's output -> the before-window reads; a failed warm-up's hey is logged."""
+        head, marker, rest = text.partition("@@before ")
+        status, _, reads = rest.partition("\n")
         if marker and status.strip() != "0":
             # As before the merge, a failed warm-up fails the run only where the reads or the window fail.
             log.warning("%s: the warm-up's hey exited with %s", self.condition.id, status.strip())
-        self.before = self._before_window(result, text if marker else head)
+        return self._before_window(result, reads if marker else head)
 
     def _before_window(self, result: ExecResult, text: str) -> tuple[str, dict[str, int], int]:
         """BEFORE_SCRIPT's output -> (probe text, Tcp counters, served)."""
@@ -561,12 +609,46 @@ class Measurement:
         probe, _, netns = text.partition("@@netns\n")
         return (probe, *parse_netns_probe(netns))
 
+    def window(self, duration_s: float) -> tuple[ExecResult, float]:
+        """The measured window's load -> (its result: hey's status and output, its wall time in seconds).
+
+        A closed loop's hey is followed by the after-window reads in the same exec (WINDOW_THEN_AFTER), kept for
+        after_window; their time is not the load's."""
+        started = time.monotonic()
+        if self.open_load is not None:
+            result = self.generate(duration_s, LOADGEN_CSV)
+            return result, time.monotonic() - started
+        result = self.loadgen_exec(
+            [
+                "sh",
+                "-c",
+                WINDOW_THEN_AFTER,
+                "window",
+                LOADGEN_CSV,
+                *self.hey_command(duration_s, LOADGEN_CSV),
+            ]
+        )
+        wall = time.monotonic() - started
+        head, marker, rest = result.stdout.partition("@@hey ")
+        if (
+            not marker
+        ):  # the exec ended before hey did: after_window reads on its own (and fails, if it must)
+            return ExecResult(result.exit_code or -1, head, result.stderr), wall
+        line, _, text = rest.partition("\n")
+        status, _, hey_end = line.partition(" ")
+        reads, marker, end = text.rpartition("\n@@end ")
+        self.after = ExecResult(result.exit_code, reads if marker else text, result.stderr)
+        if marker:
+            wall -= float(end) - float(hey_end)
+        return ExecResult(int(status), head, result.stderr), wall
+
     def after_window(self) -> tuple[dict[str, int], int, str]:
-        """The network namespace counters, then hey's CSV file -> (Tcp counters, served, CSV text).
+        """The network namespace counters, then hey's CSV file -> (Tcp counters, served, CSV text): from the
+        window's own exec (window), else an exec of their own.
 
         Open loop: the CSV is the open-loop generator's, from its own container."""
         csv_file = "/dev/null" if self.open_load is not None else LOADGEN_CSV
-        result = self.loadgen_exec(["sh", "-c", AFTER_SCRIPT, "after", csv_file])
+        result = self.after or self.loadgen_exec(["sh", "-c", AFTER_SCRIPT, "after", csv_file])
         if result.exit_code != 0:
             raise RunError(
                 f"{self.condition.id}: reading /stats, /proc/net/snmp and hey's CSV {LOADGEN_CSV} "
@@ -581,8 +663,10 @@ class Measurement:
         """hey with its CSV written to csv_path in the load generator; stdout holds its CPU counter lines."""
         return self.loadgen_exec(self.hey_command(duration_s, csv_path))
 
-    def hey_command(self, duration_s: float, csv_path: str) -> list[str]:
-        """hey's exec (hey.command_to_file), killed if it outlives its duration by HEY_GRACE_S."""
+    def hey_command(self, duration_s: float, csv_path: str, csv: bool = True) -> list[str]:
+        """hey's exec (hey.command_to_file), killed if it outlives its duration by HEY_GRACE_S. Without csv
+        (a warm-up's, whose output nobody reads) hey prints its summary instead: the same load, without the
+        CSV's formatting after it (about 15 µs a response)."""
         limit = f"{duration_s + HEY_GRACE_S:g}"
         return hey.command_to_file(
             self.work_url,
@@ -590,6 +674,7 @@ class Measurement:
             self.load.concurrency,
             csv_path,
             ("timeout", "-s", "KILL", limit),
+            csv=csv,
         )
 
     @property

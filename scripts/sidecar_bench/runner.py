@@ -66,7 +66,6 @@ from .measurement import (
     DYING_WAIT_S,
     HEY_GRACE_S,
     LOAD_END_MARGIN_S,
-    LOADGEN_CSV,
     OPEN_MAX_CONNS,
     OPEN_SLACK_S,
     Measurement,
@@ -100,11 +99,6 @@ log = logging.getLogger(__name__)
 
 def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _timed(function: Any, *args: Any) -> tuple[Any, float]:
-    started = time.monotonic()
-    return function(*args), time.monotonic() - started
 
 
 def as_condition(condition: Condition | Mapping[str, Any]) -> Condition:
@@ -198,15 +192,27 @@ def run_condition(
         with signals_raise():
             try:
                 measurement.start()
-                ready_s = measurement.wait_ready()
-                log.info("%s: app ready after %.1f s", condition.id, ready_s)
                 # The job's imports for after the load end before any load begins (preload.py).
                 preload.wait()
+                # A closed loop's fixed warm-up runs in the readiness exec, as soon as the app answers.
+                fused = (
+                    load.warmup_s > 0
+                    and not load.warmup.until_steady
+                    and measurement.open_load is None
+                )
+                if fused:
+                    log.info(
+                        "%s: waiting for the app, then a warm-up of %g s of the same load, not recorded",
+                        condition.id,
+                        load.warmup_s,
+                    )
+                ready_s = measurement.wait_ready(load.warmup_s if fused else 0)
+                log.info("%s: app ready after %.1f s", condition.id, ready_s)
                 if load.warmup.until_steady:
                     # Warm-up until steady (warmup.py): bursts until the rate stops rising.
                     warmed = warm_until_steady(measurement)
                     measurement.before_window()
-                elif load.warmup_s > 0:
+                elif load.warmup_s > 0 and not fused:
                     log.info("warm-up: %g s of the same load, not recorded", load.warmup_s)
                     measurement.warm_up(load.warmup_s)
                 measurement.in_window = True
@@ -291,7 +297,7 @@ def _measure(m: Measurement) -> tuple[Any, dict[str, Any]]:
     start = utc_now()
     pool = ThreadPoolExecutor(max_workers=1)
     try:
-        running = pool.submit(_timed, m.generate, load.duration_s, LOADGEN_CSV)
+        running = pool.submit(m.window, load.duration_s)
         # Returns early only if hey failed; then the run fails below anyway.
         wait([running], timeout=load.duration_s + LOAD_END_MARGIN_S)
         stats_after = None if snap_before.counters else m.docker_counters()
