@@ -1436,6 +1436,45 @@ def test_the_jobs_late_imports_end_before_its_warm_up_begins(client, engine, tmp
 
 
 @pytest.mark.docker
+def test_a_warmed_up_run_loads_and_reads_in_two_load_generator_execs(
+    client, engine, tmp_path, monkeypatch
+):
+    # Readiness, the warm-up and the reads before the window are one exec, the window's hey and the reads after
+    # it another: an exec's set-up (~0.05 s) twice fewer a run. The reads still bracket the window alone.
+    image_for(client, "sidecar-bench/task:go")
+    execs = []
+    original = client.api.exec_create
+
+    def exec_create(container, cmd, *args, **kwargs):
+        execs.append(cmd)
+        return original(container, cmd, *args, **kwargs)
+
+    monkeypatch.setattr(client.api, "exec_create", exec_create)
+    out = tmp_path / "run.parquet"
+    runner.run_condition(
+        client,
+        Condition("go", 0.5, 2037, 0, 0),
+        LoadSettings(duration_s=1, warmup_s=2, concurrency=2, ready_timeout_s=60),
+        "sidecar-bench/task:go",
+        "sidecar-bench/loadgen:latest",
+        out,
+        "local",
+    )
+    _, meta = record.read_run(out)
+    scripts = [cmd[3] for cmd in execs if cmd[:2] == ["sh", "-c"] and "hey" in cmd]
+    assert scripts == ["ready+warm-up", "window"], execs
+    warm_up, window = (cmd for cmd in execs if "hey" in cmd)
+    assert "csv" not in warm_up and "csv" in window  # the warm-up's hey formats no CSV
+    requests = meta["requests"]
+    assert requests["served_delta"] == requests["rows"] > 0 and requests["failed"] == 0, requests
+    # The app's start is what is left of the first exec once its warm-up (2 s) and reads are taken off.
+    assert 0 < meta["environment"]["ready_s"] < 1.5, meta["environment"]["ready_s"]
+    # hey's wall time is its own exec's, less the reads after it.
+    window_meta = meta["window"]
+    assert window_meta["load_s"] <= window_meta["wall_s"] < window_meta["load_s"] + 1.0, window_meta
+
+
+@pytest.mark.docker
 def test_the_cpu_window_closes_when_the_load_stops_however_many_rows(client, engine, tmp_path):
     # hey writes its CSV after the load, ~15 µs a row, and streaming it took as long again: with the
     # snapshot after hey's exit, 24,000 rows held the CPU window open 0.44 s past the load. Above 10,000

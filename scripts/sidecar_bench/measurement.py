@@ -228,18 +228,23 @@ class Measurement:
 
     def _start_attached(self, image: Any, **kwargs: Any) -> Any:
         """Create a container with stdin open for one client (StdinOnce), attach its stdin, then start it."""
+        container = self._create_attached(image, **kwargs)
+        container.start()
+        return container
+
+    def _create_attached(self, image: Any, **kwargs: Any) -> Any:
+        """Create a container with stdin open for one client (StdinOnce) and attach its stdin."""
         container = self.client.containers.create(image, detach=False, stdin_open=True, **kwargs)
         # Only stdin: an attached stdout nobody reads could hold up the container's writes.
         self.stdins.append(
             self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
         )
-        container.start()
         return container
 
     def start(self) -> None:
         condition = self.condition
         memory = f"{condition.memory_mb}m"
-        self.task = self._start_attached(
+        self.task = self._create_attached(
             self.task_image.id,
             entrypoint=self.task_entrypoint(),  # an entrypoint given clears the image's Cmd, now part of it
             name=container_name(condition, self.run_id, "task"),
@@ -251,7 +256,13 @@ class Measurement:
             network_mode="none",
             **hardening(proxymod.task_tmpfs(condition, TASK_TMPFS)),
         )
-        log.info("started task container %s (%s)", self.task.name, self.task.short_id)
+        # The load generator is made while the task starts (it joins the task's network namespace only once
+        # the task runs). Leaving the block waits for it, even on an error or a signal: remove() then finds it.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            made = pool.submit(self.create_loadgen)
+            self.task.start()
+            log.info("started task container %s (%s)", self.task.name, self.task.short_id)
+            made.result()
         if condition.cpu_burst_pct is not None:
             self.set_burst()
         self.start_loadgen()
@@ -259,18 +270,23 @@ class Measurement:
         if self.open_load is not None:
             self.start_open_generator()
 
+    def create_loadgen(self) -> None:
+        """hey's container, to run in the task's network namespace, so that the load stays on its loopback."""
+        self.loadgen = self._create_attached(
+            self.loadgen_image.id,
+            entrypoint=self.loadgen_entrypoint(),
+            name=container_name(self.condition, self.run_id, "loadgen"),
+            labels=labels(self.condition, self.run_id, "loadgen"),
+            network_mode=f"container:{self.task.id}",
+            **hardening(LOADGEN_TMPFS),
+        )
+
     def start_loadgen(self) -> None:
-        """hey's container in the task's network namespace, so that the load stays on its loopback."""
-        condition = self.condition
+        """Start hey's container (made by create_loadgen if not yet) in the task's network namespace."""
         try:
-            self.loadgen = self._start_attached(
-                self.loadgen_image.id,
-                entrypoint=self.loadgen_entrypoint(),
-                name=container_name(condition, self.run_id, "loadgen"),
-                labels=labels(condition, self.run_id, "loadgen"),
-                network_mode=f"container:{self.task.id}",
-                **hardening(LOADGEN_TMPFS),
-            )
+            if self.loadgen is None:
+                self.create_loadgen()
+            self.loadgen.start()
         except docker.errors.APIError as err:
             self.task.reload()
             if self.task.status != "running":
