@@ -1407,41 +1407,18 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
 
 
 @pytest.mark.docker
-def test_the_jobs_late_imports_end_before_its_warm_up_begins(client, engine, tmp_path, monkeypatch):
+def test_a_warm_up_begins_after_the_jobs_late_imports_and_the_load_takes_two_load_generator_execs(
+    client, engine, tmp_path, monkeypatch
+):
     # preload.py: pandas and pyarrow are imported in a thread while the job waits on the engine; the run
-    # waits for them before any load. Here the "imports" take 2 s from the run's start: the warm-up (1 s)
+    # waits for them before any load. Here the "imports" take 2 s from the run's start: the warm-up (2 s)
     # and the window come after they end, not beside them.
+    # Readiness, the warm-up and the reads before the window are one exec, the window's hey and the reads after
+    # it another: an exec's set-up (~0.05 s) twice fewer a run. The reads still bracket the window alone.
     image_for(client, "sidecar-bench/task:go")
     ended = []
     late = threading.Thread(target=lambda: (time.sleep(2), ended.append(time.time())))
     monkeypatch.setattr(preload, "_thread", late)
-    late.start()
-    out = tmp_path / "run.parquet"
-    runner.run_condition(
-        client,
-        Condition("go", 0.5, 2038, 0, 0),
-        LoadSettings(duration_s=1, warmup_s=1, concurrency=2, ready_timeout_s=60),
-        "sidecar-bench/task:go",
-        "sidecar-bench/loadgen:latest",
-        out,
-        "local",
-    )
-    _, meta = record.read_run(out)
-    window_start = datetime.fromisoformat(meta["window"]["start"]).timestamp()
-    assert window_start - ended[0] >= 1.0, (meta["window"], ended)
-    # The reads before the window follow the warm-up (in its exec): the app's served count rose by the
-    # window's responses alone, none of the warm-up's.
-    requests = meta["requests"]
-    assert requests["served_delta"] == requests["rows"] > 0 and requests["failed"] == 0, requests
-
-
-@pytest.mark.docker
-def test_a_warmed_up_run_loads_and_reads_in_two_load_generator_execs(
-    client, engine, tmp_path, monkeypatch
-):
-    # Readiness, the warm-up and the reads before the window are one exec, the window's hey and the reads after
-    # it another: an exec's set-up (~0.05 s) twice fewer a run. The reads still bracket the window alone.
-    image_for(client, "sidecar-bench/task:go")
     execs = []
     original = client.api.exec_create
 
@@ -1450,10 +1427,11 @@ def test_a_warmed_up_run_loads_and_reads_in_two_load_generator_execs(
         return original(container, cmd, *args, **kwargs)
 
     monkeypatch.setattr(client.api, "exec_create", exec_create)
+    late.start()
     out = tmp_path / "run.parquet"
     runner.run_condition(
         client,
-        Condition("go", 0.5, 2037, 0, 0),
+        Condition("go", 0.5, 2038, 0, 0),
         LoadSettings(duration_s=1, warmup_s=2, concurrency=2, ready_timeout_s=60),
         "sidecar-bench/task:go",
         "sidecar-bench/loadgen:latest",
@@ -1461,10 +1439,14 @@ def test_a_warmed_up_run_loads_and_reads_in_two_load_generator_execs(
         "local",
     )
     _, meta = record.read_run(out)
+    window_start = datetime.fromisoformat(meta["window"]["start"]).timestamp()
+    assert window_start - ended[0] >= 2.0, (meta["window"], ended)
     scripts = [cmd[3] for cmd in execs if cmd[:2] == ["sh", "-c"] and "hey" in cmd]
     assert scripts == ["ready+warm-up", "window"], execs
     warm_up, window = (cmd for cmd in execs if "hey" in cmd)
     assert "csv" not in warm_up and "csv" in window  # the warm-up's hey formats no CSV
+    # The reads before the window follow the warm-up (in its exec): the app's served count rose by the
+    # window's responses alone, none of the warm-up's.
     requests = meta["requests"]
     assert requests["served_delta"] == requests["rows"] > 0 and requests["failed"] == 0, requests
     # The app's start is what is left of the first exec once its warm-up (2 s) and reads are taken off.
