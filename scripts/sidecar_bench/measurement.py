@@ -151,6 +151,14 @@ class OpenLoad:
 # --- end load model ------------------------------------------------------------------------
 
 
+def _between(start: str, end: str | None) -> float:
+    """Seconds from start to end, two readings of `date +%s.%N`; 0 if either is missing or not a number."""
+    try:
+        return max(0.0, float(end) - float(start)) if end is not None else 0.0
+    except ValueError:
+        return 0.0
+
+
 def task_environment(condition: Condition, sidecar_burn: str = "wall") -> dict[str, str]:
     return {
         "APP_TYPE": condition.app,
@@ -533,12 +541,9 @@ class Measurement:
                 ready_at, _, text = rest.partition("\n")
                 reads, marker, end_at = text.rpartition("\n@@end ")
                 self.before = self._after_warm_up(result, reads if marker else text)
-                if not marker:
-                    return (
-                        returned - started
-                    )  # cut short (the reads' error says why): an upper bound
-                # The warm-up and the reads, on the engine's clock, are not the app's readiness.
-                return returned - started - (float(end_at) - float(ready_at))
+                # The warm-up and the reads, on the engine's clock, are not the app's readiness (without
+                # both clock readings, the exec's whole time: an upper bound).
+                return returned - started - _between(ready_at, end_at if marker else None)
             self.task.reload()
             if self.task.status != "running":
                 raise self.start_error("exited before it answered /work")
@@ -646,17 +651,16 @@ class Measurement:
         )
         wall = time.monotonic() - started
         head, marker, rest = result.stdout.partition("@@hey ")
-        if (
-            not marker
-        ):  # the exec ended before hey did: after_window reads on its own (and fails, if it must)
-            return ExecResult(result.exit_code or -1, head, result.stderr), wall
         line, _, text = rest.partition("\n")
         status, _, hey_end = line.partition(" ")
+        if not marker or not status.isdigit():
+            # The exec ended before hey did: hey failed, and after_window reads on its own (and fails, if it must).
+            return ExecResult(result.exit_code or -1, head, result.stderr), wall
         reads, marker, end = text.rpartition("\n@@end ")
         self.after = ExecResult(result.exit_code, reads if marker else text, result.stderr)
-        if marker:
-            wall -= float(end) - float(hey_end)
-        return ExecResult(int(status), head, result.stderr), wall
+        return ExecResult(int(status), head, result.stderr), wall - _between(
+            hey_end, end if marker else None
+        )
 
     def after_window(self) -> tuple[dict[str, int], int, str]:
         """The network namespace counters, then hey's CSV file -> (Tcp counters, served, CSV text): from the
