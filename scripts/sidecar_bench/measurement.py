@@ -81,7 +81,7 @@ AFTER_SCRIPT = f'{NETNS_PROBE} && echo && echo @@csv && cat "$1"'
 # the reads follow hey's exit at once, as they did as an exec of their own. @@hey carries hey's exit status and
 # @@hey and @@end the engine's clock (the reads' time is not hey's); the exec's own status is the reads'.
 WINDOW_THEN_AFTER = (
-    'csv=$1; shift; "$@"; echo "@@hey $? $(date +%s.%N)"; set -- "$csv"; '
+    'csv=$1; shift; "$@"; echo "@@hey $? $(date +%s.%N)"; echo @@hey >&2; set -- "$csv"; '
     + AFTER_SCRIPT
     + '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
 )
@@ -93,20 +93,19 @@ until code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1"); [ "$code
   sleep "$3"
 done
 """
+# @@ready and @@end carry the engine's clock (`date +%s.%N`) when the app answered and when the exec's reads
+# ended: the runner takes what came between them (a warm-up, the reads) from the exec's time, and what is left
+# is the app's readiness. The exec's status is the reads'.
+READY_END = '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
 # Readiness (READY_POLL), then BEFORE_SCRIPT in the same exec (one exec instead of two).
-READY_SCRIPT = READY_POLL + "echo @@ready\n" + BEFORE_SCRIPT
+READY_SCRIPT = READY_POLL + 'echo "@@ready $(date +%s.%N)"\n' + BEFORE_SCRIPT + READY_END
 # A warm-up's hey ("$@", its output discarded), then BEFORE_SCRIPT in the same exec (one exec fewer): the reads
 # follow the warm-up's load at once, as they did as an exec of their own. @@before carries hey's exit status.
 WARMUP_THEN_BEFORE = '"$@" > /dev/null 2>&1; echo "@@before $?"; ' + BEFORE_SCRIPT
 # Readiness, the warm-up and the reads after it, in one exec: the warm-up ("$@" after the poll's three
-# arguments) begins as soon as the app answers, without an exec's set-up between them. @@ready and @@end carry
-# the engine's clock (`date +%s.%N`): the runner takes the warm-up and the reads from the exec's time, and what
-# is left is the app's readiness.
+# arguments) begins as soon as the app answers, without an exec's set-up between them.
 READY_THEN_WARMUP = (
-    READY_POLL
-    + 'echo "@@ready $(date +%s.%N)"\nshift 3\n'
-    + WARMUP_THEN_BEFORE
-    + '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
+    READY_POLL + 'echo "@@ready $(date +%s.%N)"\nshift 3\n' + WARMUP_THEN_BEFORE + READY_END
 )
 # In the task, before the window: wait for the roles file ($1, every $3 s, at most $2 times; exit 99 if it never
 # comes), then the snapshot. The sleeps fall before the snapshot's reads, outside the measured window.
@@ -527,23 +526,30 @@ class Measurement:
                 )
                 returned = time.monotonic()
                 head, ready, rest = result.stdout.partition("@@ready")
+                ready_at, _, text = rest.partition("\n")
+                reads, marker, end_at = text.rpartition("\n@@end ")
+                reads = reads if marker else text
+                # What came after the app's answer (a warm-up, the reads), on the engine's clock, is not its
+                # readiness (without both clock readings, the exec's whole time: an upper bound).
+                ready_s = returned - started - _between(ready_at, end_at if marker else None)
                 if ready and not fused:
-                    self.before = self._before_window(result, rest.removeprefix("\n"))
-                    return returned - started
+                    self.before = self._before_window(result, reads)
+                    return ready_s
             except (docker.errors.APIError, RunError):
                 # An exec into a container that has just died (409), or reads cut off by the app's
                 # death (too little memory, say): the task's state says why, once it has exited.
                 if self.task_exits_within(DYING_WAIT_S):
-                    raise self.start_error("exited before it answered /work") from None
+                    where = (
+                        "before it answered /work or during its warm-up"
+                        if fused
+                        else ("before it answered /work")
+                    )
+                    raise self.start_error(f"exited {where}") from None
                 raise
             if ready:
                 # The app answered: a failure from here on is the warm-up's or its reads', as in warm_up.
-                ready_at, _, text = rest.partition("\n")
-                reads, marker, end_at = text.rpartition("\n@@end ")
-                self.before = self._after_warm_up(result, reads if marker else text)
-                # The warm-up and the reads, on the engine's clock, are not the app's readiness (without
-                # both clock readings, the exec's whole time: an upper bound).
-                return returned - started - _between(ready_at, end_at if marker else None)
+                self.before = self._after_warm_up(result, reads)
+                return ready_s
             self.task.reload()
             if self.task.status != "running":
                 raise self.start_error("exited before it answered /work")
@@ -657,8 +663,10 @@ class Measurement:
             # The exec ended before hey did: hey failed, and after_window reads on its own (and fails, if it must).
             return ExecResult(result.exit_code or -1, head, result.stderr), wall
         reads, marker, end = text.rpartition("\n@@end ")
-        self.after = ExecResult(result.exit_code, reads if marker else text, result.stderr)
-        return ExecResult(int(status), head, result.stderr), wall - _between(
+        # stderr: hey's, then the reads' (curl's) after the marker.
+        hey_errors, _, read_errors = result.stderr.partition("@@hey\n")
+        self.after = ExecResult(result.exit_code, reads if marker else text, read_errors)
+        return ExecResult(int(status), head, hey_errors), wall - _between(
             hey_end, end if marker else None
         )
 

@@ -1,5 +1,6 @@
 """The run job's imports that wait for the end of its load (pandas and pyarrow: hey's CSV, the run file),
-made in a thread while the job waits on the engine (its lease, the task's start, the app's readiness).
+made in a thread while the job waits on the engine (its lease, the task's start; the app's readiness too when no
+warm-up shares its exec: runner.py).
 
 A run job is one process a run: importing pandas and pyarrow took about 0.4 s of its 3 s of harness on a
 2-core host, and nothing needs them before the load ends. start() begins the imports when the job begins;

@@ -184,7 +184,8 @@ def run_condition(
         client, condition, load, task_image, loadgen_image, run_id, open_load, repeat
     )
     saved_timeout = client.api.timeout
-    # API calls block for the whole hey run: the SDK's 60 s default would cut long windows.
+    # API calls block for the whole hey run: the SDK's 60 s default would cut long windows. The 60 s beyond hey's
+    # own limit also hold a readiness exec's polls before its warm-up (at most 20 x curl's 2 s) and its reads.
     client.api.timeout = max(
         saved_timeout or 60, max(load.duration_s, load.warmup_s, warmup.BURST_S) + HEY_GRACE_S + 60
     )
@@ -192,15 +193,16 @@ def run_condition(
         with signals_raise():
             try:
                 measurement.start()
-                # The job's imports for after the load end before any load begins (preload.py).
-                preload.wait()
                 # A closed loop's fixed warm-up runs in the readiness exec, as soon as the app answers.
                 fused = (
                     load.warmup_s > 0
                     and not load.warmup.until_steady
                     and measurement.open_load is None
                 )
+                # The job's imports for after the load end before any load begins (preload.py): before the
+                # readiness exec when the warm-up is in it (the app's readiness is then timed from their end).
                 if fused:
+                    preload.wait()
                     log.info(
                         "%s: waiting for the app, then a warm-up of %g s of the same load, not recorded",
                         condition.id,
@@ -208,6 +210,7 @@ def run_condition(
                     )
                 ready_s = measurement.wait_ready(load.warmup_s if fused else 0)
                 log.info("%s: app ready after %.1f s", condition.id, ready_s)
+                preload.wait()
                 if load.warmup.until_steady:
                     # Warm-up until steady (warmup.py): bursts until the rate stops rising.
                     warmed = warm_until_steady(measurement)
