@@ -165,6 +165,14 @@ def test_the_runs_are_forked_from_the_workflows_job_server(finished):
         assert "forked by the workflow's job server" in log.read_text(), log
 
 
+def test_a_runs_log_holds_what_every_library_module_says(finished):
+    """The run's log takes the library's own logger: the containers' starts (measurement.py) are in it too."""
+    project, _, _ = finished
+    for log in run_logs(project):
+        text = log.read_text()
+        assert "started task container" in text and "started load generator" in text, log
+
+
 def test_the_report_is_one_self_contained_file(finished):
     project, _, _ = finished
     report = project / "results" / "e2e" / "report.html"

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import docker
 import docker.errors
 
-from . import containers, jobserver, preload, record, runner
+from . import jobserver, preload, record
 from .conditions import APPS, LoadSettings
 from .hosts import HostError, host_lock
 from .checks import check_host_capacity
@@ -43,8 +43,9 @@ from .signals import signals_raise
 
 log = logging.getLogger(__name__)
 # The run's log (the job's stderr: its Snakemake log file) has what the job, the measurement, its
-# containers and the engine's lock (which lease the run was under) say.
-RUN_LOGGERS = (__name__, runner.__name__, containers.__name__, host_lock.__module__)
+# containers and the engine's lock (which lease the run was under) say: the library's own logger, which every
+# module's logger (job, runner, measurement, containers, hosts, lease, ...) passes its records to.
+RUN_LOGGERS = (__name__.partition(".")[0],)
 
 
 def remove_stale_containers(client: docker.DockerClient) -> list[str]:
