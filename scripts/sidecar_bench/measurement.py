@@ -80,10 +80,13 @@ AFTER_SCRIPT = f'{NETNS_PROBE} && echo && echo @@csv && cat "$1"'
 # The measured window's hey ("$@" after the CSV's path $1), then AFTER_SCRIPT in the same exec (one exec fewer):
 # the reads follow hey's exit at once, as they did as an exec of their own. @@hey carries hey's exit status and
 # @@hey and @@end the engine's clock (the reads' time is not hey's); the exec's own status is the reads'.
+# The end of an exec that reads the engine's clock: the exec's status (its reads'), its output's last line
+# @@end and `date +%s.%N` (split off again by _clock_end).
+CLOCK_END = '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
 WINDOW_THEN_AFTER = (
     'csv=$1; shift; "$@"; echo "@@hey $? $(date +%s.%N)"; echo @@hey >&2; set -- "$csv"; '
     + AFTER_SCRIPT
-    + '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
+    + CLOCK_END
 )
 # Poll GET $1 every $3 s, at most $2 times; once it answers 200 go on, else print the last answer and exit 99.
 READY_POLL = r"""
@@ -96,17 +99,15 @@ done
 # @@ready and @@end carry the engine's clock (`date +%s.%N`) when the app answered and when the exec's reads
 # ended: the runner takes what came between them (a warm-up, the reads) from the exec's time, and what is left
 # is the app's readiness. The exec's status is the reads'.
-READY_END = '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
+READY_AT = 'echo "@@ready $(date +%s.%N)"\n'
 # Readiness (READY_POLL), then BEFORE_SCRIPT in the same exec (one exec instead of two).
-READY_SCRIPT = READY_POLL + 'echo "@@ready $(date +%s.%N)"\n' + BEFORE_SCRIPT + READY_END
+READY_SCRIPT = READY_POLL + READY_AT + BEFORE_SCRIPT + CLOCK_END
 # A warm-up's hey ("$@", its output discarded), then BEFORE_SCRIPT in the same exec (one exec fewer): the reads
 # follow the warm-up's load at once, as they did as an exec of their own. @@before carries hey's exit status.
 WARMUP_THEN_BEFORE = '"$@" > /dev/null 2>&1; echo "@@before $?"; ' + BEFORE_SCRIPT
 # Readiness, the warm-up and the reads after it, in one exec: the warm-up ("$@" after the poll's three
 # arguments) begins as soon as the app answers, without an exec's set-up between them.
-READY_THEN_WARMUP = (
-    READY_POLL + 'echo "@@ready $(date +%s.%N)"\nshift 3\n' + WARMUP_THEN_BEFORE + READY_END
-)
+READY_THEN_WARMUP = READY_POLL + READY_AT + "shift 3\n" + WARMUP_THEN_BEFORE + CLOCK_END
 # In the task, before the window: wait for the roles file ($1, every $3 s, at most $2 times; exit 99 if it never
 # comes), then the snapshot. The sleeps fall before the snapshot's reads, outside the measured window.
 ROLES_THEN_SNAPSHOT = (
@@ -148,6 +149,12 @@ class OpenLoad:
 
 
 # --- end load model ------------------------------------------------------------------------
+
+
+def _clock_end(text: str) -> tuple[str, str | None]:
+    """An exec's output ending in CLOCK_END -> (the output before it, the clock's reading; None without one)."""
+    body, marker, reading = text.rpartition("\n@@end ")
+    return (body, reading) if marker else (text, None)
 
 
 def _between(start: str, end: str | None) -> float:
@@ -527,11 +534,10 @@ class Measurement:
                 returned = time.monotonic()
                 head, ready, rest = result.stdout.partition("@@ready")
                 ready_at, _, text = rest.partition("\n")
-                reads, marker, end_at = text.rpartition("\n@@end ")
-                reads = reads if marker else text
+                reads, end_at = _clock_end(text)
                 # What came after the app's answer (a warm-up, the reads), on the engine's clock, is not its
                 # readiness (without both clock readings, the exec's whole time: an upper bound).
-                ready_s = returned - started - _between(ready_at, end_at if marker else None)
+                ready_s = returned - started - _between(ready_at, end_at)
                 if ready and not fused:
                     self.before = self._before_window(result, reads)
                     return ready_s
@@ -539,12 +545,8 @@ class Measurement:
                 # An exec into a container that has just died (409), or reads cut off by the app's
                 # death (too little memory, say): the task's state says why, once it has exited.
                 if self.task_exits_within(DYING_WAIT_S):
-                    where = (
-                        "before it answered /work or during its warm-up"
-                        if fused
-                        else ("before it answered /work")
-                    )
-                    raise self.start_error(f"exited {where}") from None
+                    during = " or during its warm-up" if fused else ""
+                    raise self.start_error(f"exited before it answered /work{during}") from None
                 raise
             if ready:
                 # The app answered: a failure from here on is the warm-up's or its reads', as in warm_up.
@@ -599,24 +601,12 @@ class Measurement:
         self.before = self._before_window(result, result.stdout)
 
     def warm_up(self, duration_s: float) -> None:
-        """The warm-up's load, not recorded, then the before-window reads (before_window) in the same exec.
+        """A warm-up's load, not recorded, then the before-window reads (before_window), an exec of their own.
 
-        A closed loop's fixed warm-up usually runs in the readiness exec instead (wait_ready). An open loop
-        warms up from its own generator's container: there the reads are an exec of their own."""
-        if self.open_load is not None:
-            self.generate(duration_s, "/dev/null", warmup=True)
-            self.before_window()
-            return
-        result = self.loadgen_exec(
-            [
-                "sh",
-                "-c",
-                WARMUP_THEN_BEFORE,
-                "warm-up",
-                *self.hey_command(duration_s, "/dev/null", csv=False),
-            ]
-        )
-        self.before = self._after_warm_up(result, result.stdout)
+        The runner calls it for an open loop, which warms up from its own generator's container; a closed loop's
+        fixed warm-up runs in the readiness exec instead (wait_ready, READY_THEN_WARMUP)."""
+        self.generate(duration_s, "/dev/null", warmup=True)
+        self.before_window()
 
     def _after_warm_up(self, result: ExecResult, text: str) -> tuple[str, dict[str, int], int]:
         """WARMUP_THEN_BEFORE's output -> the before-window reads; a failed warm-up's hey is logged."""
@@ -662,13 +652,11 @@ class Measurement:
         if not marker or not status.isdigit():
             # The exec ended before hey did: hey failed, and after_window reads on its own (and fails, if it must).
             return ExecResult(result.exit_code or -1, head, result.stderr), wall
-        reads, marker, end = text.rpartition("\n@@end ")
+        reads, end = _clock_end(text)
         # stderr: hey's, then the reads' (curl's) after the marker.
         hey_errors, _, read_errors = result.stderr.partition("@@hey\n")
-        self.after = ExecResult(result.exit_code, reads if marker else text, read_errors)
-        return ExecResult(int(status), head, hey_errors), wall - _between(
-            hey_end, end if marker else None
-        )
+        self.after = ExecResult(result.exit_code, reads, read_errors)
+        return ExecResult(int(status), head, hey_errors), wall - _between(hey_end, end)
 
     def after_window(self) -> tuple[dict[str, int], int, str]:
         """The network namespace counters, then hey's CSV file -> (Tcp counters, served, CSV text): from the
