@@ -296,7 +296,10 @@ def our_ratio(summary: pd.DataFrame, check: Check) -> Ours:
         return Ours(NO_RATIO, [], [], math.nan, math.nan)
     codes: list[str] = []
     for row, _ in rows:
-        codes += [c for c in cell_codes(codes_of(row.get("flags")), check.metric) if c not in codes]
+        # In the flags' own order, cell by cell (a set's order changed from one process to the next).
+        given = codes_of(row.get("flags"))
+        kept = cell_codes(given, check.metric)
+        codes += [c for c in given if c in kept and c not in codes]
     return Ours(
         condition_contrast(rows, check.metric),
         codes,
