@@ -415,7 +415,11 @@ def read_failure(path: str | os.PathLike) -> dict[str, Any] | None:
     """The failure record's metadata if path is one, None if it is a run file (or anything else)."""
     import pyarrow.parquet as pq
 
-    metadata = pq.read_schema(path).metadata or {}
+    return failure_in(pq.read_schema(path).metadata or {})
+
+
+def failure_in(metadata: Mapping[bytes, bytes]) -> dict[str, Any] | None:
+    """read_failure on a file's schema metadata already read (analysis reads a file's footer once)."""
     if FAILURE_KEY not in metadata:
         return None
     failure = json.loads(metadata[FAILURE_KEY])
@@ -458,7 +462,11 @@ def read_run_meta(path: str | os.PathLike) -> dict[str, Any]:
     Raises FailedRunError for a failure record: it holds no measurement."""
     import pyarrow.parquet as pq
 
-    metadata = pq.read_schema(path).metadata or {}
+    return run_meta_in(path, pq.read_schema(path).metadata or {})
+
+
+def run_meta_in(path: str | os.PathLike, metadata: Mapping[bytes, bytes]) -> dict[str, Any]:
+    """read_run_meta on the schema metadata of the file at path, already read."""
     if FAILURE_KEY in metadata:
         failure = json.loads(metadata[FAILURE_KEY])
         what = (

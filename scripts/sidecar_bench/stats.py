@@ -108,7 +108,7 @@ from .intervals import RESAMPLES, condition_intervals, metric_names, percentile_
 # One definition of the environment keys: the summary's env_* columns are all that the run file format requires.
 from .record import ENVIRONMENT_KEYS
 from .record import failure_text
-from .runfile import RunFileError, read_columns, read_failure, read_meta
+from .runfile import RunFile, RunFileError
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 SIDECAR_ROLES = ("proxy", "agent", "log_router")
@@ -216,9 +216,15 @@ class RunSamples:
 
 def read_samples(path: str | Path) -> RunSamples:
     """Read one run file's metadata and its successful responses (three columns only)."""
-    path = Path(path)
-    meta = read_meta(path)
-    cols = read_columns(path, ["response_time_s", "status_code", "offset_s"])
+    with RunFile(path) as run:
+        return samples_of(run)
+
+
+def samples_of(run: RunFile) -> RunSamples:
+    """read_samples of a run file already open."""
+    path = run.path
+    meta = run.meta()
+    cols = run.columns(["response_time_s", "status_code", "offset_s"])
     codes = cols["status_code"]
     ok_mask = (codes >= 200) & (codes <= 299)
     window = meta.get("window", {}) or {}
@@ -435,10 +441,11 @@ def failed_run_row(path: str | Path, failure: dict[str, Any]) -> dict[str, Any]:
 def summarise_run(path: str | Path) -> dict[str, Any]:
     """One summary row for one run file (reads three columns: response_time_s, status_code, offset_s),
     or for a failure record (failed_run_row)."""
-    failure = read_failure(path)
-    if failure is not None:
-        return failed_run_row(path, failure)
-    return summarise_samples(read_samples(path))
+    with RunFile(path) as run:
+        failure = run.failure()
+        if failure is not None:
+            return failed_run_row(path, failure)
+        return summarise_samples(samples_of(run))
 
 
 # --- load model (open loop) ---------------------------------------------------------------------
