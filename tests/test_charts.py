@@ -9,7 +9,7 @@ import pytest
 
 import aggregate_runs
 import plot_charts
-from sidecar_bench import reference, repstats
+from sidecar_bench import record, reference, repstats
 from sidecar_bench.charts import (
     CHART_NAMES,
     FLAGGED,
@@ -23,7 +23,7 @@ from sidecar_bench.charts import (
     timeseries_data,
     write_charts,
 )
-from sidecar_bench.conditions import Condition
+from sidecar_bench.conditions import Condition, LoadSettings
 from sidecar_bench.stats import summarise_runs
 from sidecar_bench.synthetic import two_mode_samples, write_run, write_small_set
 
@@ -212,6 +212,22 @@ def test_run_files_are_grouped_by_condition_and_repetition():
     )
     assert [(n, p.name) for n, p in files["go_x"]] == [(1, "rep1.parquet"), (2, "rep2.parquet")]
     assert files["next_y"][0][0] == 1
+    # Only the conditions a chart draws.
+    only = run_files(["r/runs/go_x/rep1.parquet", "r/runs/next_y.parquet"], only={"next_y"})
+    assert list(only) == ["next_y"]
+
+
+def test_run_files_leave_failure_records_out_only_among_the_conditions_asked_for(tmp_path):
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    failure = record.failure_record(
+        condition.as_dict(), 1, LoadSettings().as_dict(), "boom", {"phase": "start"}, "local", "t"
+    )
+    failed = record.write_failure(tmp_path / "go_x" / "rep1.parquet", failure)
+    measured = write_run(
+        tmp_path / "go_x" / "rep2.parquet", condition, two_mode_samples(2.0, 100.0, n=50, slow=0)
+    )
+    assert run_files([failed, measured], only={"next_y"}) == {}
+    assert run_files([failed, measured], only={"go_x"}) == {"go_x": [(2, measured)]}
 
 
 def test_per_second_chart_shows_the_first_repetition_at_no_load_and_the_highest(tmp_path):

@@ -90,12 +90,12 @@ def burn_comparison_chart(long: pd.DataFrame) -> vlspec.ChartLike:
             x=x,
             color=color,
             tooltip=[
-                "condition_id:N",
-                "burn:N",
+                alt.Tooltip("condition_id:N"),
+                alt.Tooltip("burn:N"),
                 alt.Tooltip("sidecars_cpu_pct:Q", format=".1f"),
                 alt.Tooltip("retained:Q", format=".0%"),
                 alt.Tooltip("p99_ms:Q", format=".0f"),
-                "marks:N",
+                alt.Tooltip("marks:N"),
             ],
         )
         panels = []
@@ -108,7 +108,7 @@ def burn_comparison_chart(long: pd.DataFrame) -> vlspec.ChartLike:
                 layers.append(
                     base.transform_filter(f"isValid(datum['{span[0]}'])")
                     .mark_rule()
-                    .encode(y=alt.Y(f"{span[0]}:Q"), y2=f"{span[1]}:Q")
+                    .encode(y=alt.Y(f"{span[0]}:Q"), y2=alt.Y2(f"{span[1]}:Q"))
                 )
             layers.append(flag_ring(base, y))
             panels.append(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Collection, Iterable, Iterator, Sequence
 
 import altair as alt
 import numpy as np
@@ -65,7 +65,7 @@ def placeholder(title: str, message: str) -> alt.Chart:
     return (
         alt.Chart(pd.DataFrame({"text": [message]}))
         .mark_text(fontSize=14)
-        .encode(text="text:N")
+        .encode(text=alt.Text("text:N"))
         .properties(title=title, width=520, height=80)
     )
 
@@ -258,15 +258,15 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartL
     )
     x = alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE)
     tooltip = [
-        "setup:N",
-        "series:N",
-        "source:N",
+        alt.Tooltip("setup:N"),
+        alt.Tooltip("series:N"),
+        alt.Tooltip("source:N"),
         alt.Tooltip("load:Q", title="load %"),
         alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
         alt.Tooltip("value:Q", format=".1f"),
         alt.Tooltip("lo:Q", format=".1f"),
         alt.Tooltip("hi:Q", format=".1f"),
-        "marks:N",
+        alt.Tooltip("marks:N"),
     ]
     rows = []
     for _, name, part in figure_setup_parts(data, rows):
@@ -277,7 +277,7 @@ def latency_rps_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartL
         y_lat = alt.Y("value:Q", title="Latency (ms, log)", scale=alt.Scale(type="log"))
         panels = [
             vlspec.layer(
-                *ours_and_article(latency.encode(detail="series:N"), y_lat, "lo", "hi")
+                *ours_and_article(latency.encode(detail=alt.Detail("series:N")), y_lat, "lo", "hi")
             ).properties(title=f"{name}: P50, P99", width=WIDTH, height=HEIGHT)
         ]
         for source, label in (
@@ -415,15 +415,15 @@ def retained_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartLike
         x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE),
         color=color,
         tooltip=[
-            "setup:N",
-            "source:N",
-            "load:Q",
+            alt.Tooltip("setup:N"),
+            alt.Tooltip("source:N"),
+            alt.Tooltip("load:Q"),
             alt.Tooltip("delivered:Q", title="sidecars' CPU used %", format=".1f"),
             alt.Tooltip("rps:Q", format=".0f"),
             alt.Tooltip("retained:Q", format=".0%"),
             alt.Tooltip("lo:Q", format=".0%"),
             alt.Tooltip("hi:Q", format=".0%"),
-            "marks:N",
+            alt.Tooltip("marks:N"),
         ],
     )
     subtitle = [
@@ -542,16 +542,16 @@ def memory_chart(summary: pd.DataFrame, ref: pd.DataFrame) -> vlspec.ChartLike:
                 title="App",
                 scale=alt.Scale(domain=list(APP_NAMES.values()), range=SETUP_COLORS[:2]),
             ),
-            detail="App:N",
+            detail=alt.Detail("App:N"),
             tooltip=[
-                "App:N",
-                "source:N",
-                "memory_mb:O",
+                alt.Tooltip("App:N"),
+                alt.Tooltip("source:N"),
+                alt.Tooltip("memory_mb:O"),
                 alt.Tooltip("rps:Q", format=".0f"),
                 alt.Tooltip("lo:Q", format=".0f"),
                 alt.Tooltip("hi:Q", format=".0f"),
                 alt.Tooltip("rel:Q", format=".2f"),
-                "marks:N",
+                alt.Tooltip("marks:N"),
             ],
         )
         y = alt.Y("rel:Q", title=f"RPS / RPS at {memory} MB", scale=alt.Scale(zero=True))
@@ -643,15 +643,15 @@ def tail_share_chart(summary: pd.DataFrame) -> vlspec.ChartLike:
         base = alt.Chart(part).encode(
             x=alt.X("load:Q", title=LOAD_TITLE, scale=LOAD_SCALE),
             color=color,
-            detail="series:N",
+            detail=alt.Detail("series:N"),
             tooltip=[
-                "setup:N",
-                "series:N",
+                alt.Tooltip("setup:N"),
+                alt.Tooltip("series:N"),
                 alt.Tooltip("load:Q", title="load %"),
                 alt.Tooltip("share:Q", format=".2%"),
                 alt.Tooltip("lo:Q", format=".2%"),
                 alt.Tooltip("hi:Q", format=".2%"),
-                "marks:N",
+                alt.Tooltip("marks:N"),
             ],
         )
         panels.append(
@@ -676,14 +676,20 @@ def tail_share_chart(summary: pd.DataFrame) -> vlspec.ChartLike:
 # --- beyond the article: latency distributions ----------------------------------------------------------
 
 
-def run_files(runs: Sequence[str | Path]) -> dict[str, list[tuple[int, Path]]]:
-    """Run files by condition id, each with its repetition: runs/<id>/rep<N>.parquet (or <id>.parquet = rep 1)."""
+def run_files(
+    runs: Sequence[str | Path], only: Collection[str] | None = None
+) -> dict[str, list[tuple[int, Path]]]:
+    """Run files by condition id, each with its repetition: runs/<id>/rep<N>.parquet (or <id>.parquet = rep 1);
+    failure records left out. only: just these conditions' files (a chart draws a few of hundreds; each file
+    looked at is opened to tell a failure record)."""
     out: dict[str, list[tuple[int, Path]]] = {}
     for p in map(Path, runs):
-        if read_failure(p) is not None:
-            continue  # a failure record (on_failure: record): no sample to draw
         match = REP_FILE.fullmatch(p.stem)
         cid, repeat = (p.parent.name, int(match.group(1))) if match else (p.stem, 1)
+        if only is not None and cid not in only:
+            continue
+        if read_failure(p) is not None:
+            continue  # a failure record (on_failure: record): no sample to draw
         out.setdefault(cid, []).append((repeat, p))
     return {cid: sorted(files) for cid, files in out.items()}
 
@@ -742,7 +748,7 @@ def distribution_chart(
 ) -> vlspec.ChartLike:
     title = "Latency distribution: share of responses slower than x (log-log)"
     chosen = chosen_conditions(summary)
-    files = run_files(runs)
+    files = run_files(runs, set(chosen["condition_id"]) if len(chosen) else set())
     frames, marks = [], []
     for row in chosen.itertuples() if len(chosen) else []:
         paths = [p for _, p in files.get(row.condition_id, [])]
@@ -823,7 +829,7 @@ def distribution_chart(
             alt.Chart(periods).mark_rule(strokeDash=[2, 3], color="gray").encode(x=x),
             alt.Chart(periods[periods["label"] != ""])
             .mark_text(angle=270, align="right", baseline="bottom", dx=-4, dy=-2, y=0, color="gray")
-            .encode(x=x, text="label:N"),
+            .encode(x=x, text=alt.Text("label:N")),
             alt.Chart(part)
             .mark_line(interpolate="step-after")
             .encode(
@@ -831,7 +837,7 @@ def distribution_chart(
                 y=y,
                 color=color,
                 tooltip=[
-                    "load:N",
+                    alt.Tooltip("load:N"),
                     alt.Tooltip("latency_ms:Q", format=".1f"),
                     alt.Tooltip("slower:Q", format=".3%"),
                 ],
@@ -846,7 +852,11 @@ def distribution_chart(
                     x=x,
                     y=y,
                     color=color,
-                    tooltip=["load:N", "what:N", alt.Tooltip("latency_ms:Q", format=".1f")],
+                    tooltip=[
+                        alt.Tooltip("load:N"),
+                        alt.Tooltip("what:N"),
+                        alt.Tooltip("latency_ms:Q", format=".1f"),
+                    ],
                 )
             )
         panels.append(vlspec.layer(*layers).properties(title=name, width=PANEL_WIDTH, height=260))
@@ -870,28 +880,33 @@ def distribution_chart(
 def timeseries_data(summary: pd.DataFrame, runs: Sequence[str | Path]) -> pd.DataFrame:
     """Per second, for the four figure setups at no load and at their highest load: first repetition."""
     memory = baseline_memory(summary)
-    files = run_files(runs)
-    frames = []
+    picked = []
     for app, vcpu, sc in FIGURE_SETUPS:
         rows = runs_of(summary, app, vcpu, sc, memory).sort_values("total_sidecar_load_pct")
         if rows.empty:
             continue
-        for _, row in rows.iloc[[0, -1]].drop_duplicates("condition_id").iterrows():
-            reps = files.get(row["condition_id"], [])
-            if not reps:
-                continue
-            series = per_second(reps[0][1])
-            mark = flag_marks(row.get("flags", ""))
-            label = f"{row['total_sidecar_load_pct']:g}% load" + (f" ({mark})" if mark else "")
-            frames.append(
-                series.assign(
-                    setup=setup_name(app, vcpu, sc),
-                    load=label,
-                    flags=row.get("flags", ""),
-                    load_pct=row["total_sidecar_load_pct"],
-                    repeat=reps[0][0],
-                )
+        picked += [
+            (app, vcpu, sc, row)
+            for _, row in rows.iloc[[0, -1]].drop_duplicates("condition_id").iterrows()
+        ]
+    files = run_files(runs, {row["condition_id"] for *_, row in picked})
+    frames = []
+    for app, vcpu, sc, row in picked:
+        reps = files.get(row["condition_id"], [])
+        if not reps:
+            continue
+        series = per_second(reps[0][1])
+        mark = flag_marks(row.get("flags", ""))
+        label = f"{row['total_sidecar_load_pct']:g}% load" + (f" ({mark})" if mark else "")
+        frames.append(
+            series.assign(
+                setup=setup_name(app, vcpu, sc),
+                load=label,
+                flags=row.get("flags", ""),
+                load_pct=row["total_sidecar_load_pct"],
+                repeat=reps[0][0],
             )
+        )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -916,8 +931,8 @@ def timeseries_chart(summary: pd.DataFrame, runs: Sequence[str | Path]) -> vlspe
             x=x,
             color=color,
             tooltip=[
-                "load:N",
-                "second:Q",
+                alt.Tooltip("load:N"),
+                alt.Tooltip("second:Q"),
                 alt.Tooltip("rps:Q", format=".0f"),
                 alt.Tooltip("p99_ms:Q", format=".1f"),
             ],

@@ -47,8 +47,8 @@ def layouts_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
     )
     x = alt.X("total_sidecar_load_pct:Q", title=LOAD_TITLE, scale=LOAD_SCALE)
     tooltip = [
-        "setup:N",
-        "layout_name:N",
+        alt.Tooltip("setup:N"),
+        alt.Tooltip("layout_name:N"),
         alt.Tooltip("total_sidecar_load_pct:Q", title="load %"),
         alt.Tooltip("rps:Q", format=".0f"),
         alt.Tooltip("retained:Q", format=".0%"),
@@ -73,7 +73,7 @@ def layouts_chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
             .mark_rule(strokeWidth=1.5)
             .encode(
                 y=alt.Y("retained_lo:Q", title="RPS retained (share of 0 % load)"),
-                y2="retained_hi:Q",
+                y2=alt.Y2("retained_hi:Q"),
             ),
             base.mark_point(filled=True, size=35, opacity=1),
             data=data,

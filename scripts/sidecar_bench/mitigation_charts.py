@@ -75,8 +75,8 @@ def knobs_chart(summary: pd.DataFrame) -> vlspec.ChartLike:
     y = alt.Y("knobs:N", title=None, sort=order)
     offset = alt.YOffset("load_level:N", sort=levels)
     tooltip = [
-        "setup:N",
-        "knobs:N",
+        alt.Tooltip("setup:N"),
+        alt.Tooltip("knobs:N"),
         alt.Tooltip("total_sidecar_load_pct:Q", title="total load %"),
         alt.Tooltip("sidecars_cpu_pct:Q", title="sidecars' CPU %", format=".1f"),
         alt.Tooltip("rps:Q", format=".0f"),
@@ -108,7 +108,7 @@ def knobs_chart(summary: pd.DataFrame) -> vlspec.ChartLike:
             .mark_rule(strokeWidth=1.5)
             .encode(
                 x=alt.X(f"{prefix}_lo:Q", title=axis_title, scale=scale, axis=axis),
-                x2=f"{prefix}_hi:Q",
+                x2=alt.X2(f"{prefix}_hi:Q"),
             ),
             base.mark_point(size=45, opacity=1, strokeWidth=1.5, shape="circle").encode(
                 x=alt.X(f"{prefix}:Q", title=axis_title, scale=scale, axis=axis),

@@ -103,7 +103,7 @@ def decomposition_chart(model: pd.DataFrame) -> vlspec.ChartLike:
         .encode(
             x=alt.X("x:Q", scale=scale),
             y=alt.Y("y:Q", scale=scale),
-            detail="guide_ratio:N",
+            detail=alt.Detail("guide_ratio:N"),
             strokeDash=alt.StrokeDash(
                 "band:N",
                 title="Guide",
@@ -129,24 +129,24 @@ def decomposition_chart(model: pd.DataFrame) -> vlspec.ChartLike:
         x=x,
         color=color,
         tooltip=[
-            "condition_id:N",
+            alt.Tooltip("condition_id:N"),
             alt.Tooltip("predicted_rps:Q", title="decomposed RPS", format=".0f"),
             alt.Tooltip("rps:Q", format=".0f"),
             alt.Tooltip("ratio:Q", format=".2f"),
             alt.Tooltip("sidecars_cpu_pct:Q", format=".1f"),
             alt.Tooltip("available_cpu_pct:Q", format=".1f"),
-            "reason:N",
-            "marks:N",
+            alt.Tooltip("reason:N"),
+            alt.Tooltip("marks:N"),
         ],
     )
     layers = [
         guides,
         base.transform_filter("isValid(datum.rps_lo) && isValid(datum.rps_hi)")
         .mark_rule()
-        .encode(y=alt.Y("rps_lo:Q", scale=scale), y2="rps_hi:Q"),
+        .encode(y=alt.Y("rps_lo:Q", scale=scale), y2=alt.Y2("rps_hi:Q")),
         base.transform_filter("isValid(datum.predicted_rps_lo) && isValid(datum.predicted_rps_hi)")
         .mark_rule()
-        .encode(x=alt.X("predicted_rps_lo:Q", scale=scale), x2="predicted_rps_hi:Q", y=y),
+        .encode(x=alt.X("predicted_rps_lo:Q", scale=scale), x2=alt.X2("predicted_rps_hi:Q"), y=y),
         base.mark_point(filled=True, size=40, opacity=0.9).encode(y=y),
         flag_ring(base, y),
     ]
@@ -186,14 +186,14 @@ def forward_ratio_chart(forward: pd.DataFrame) -> alt.TopLevelMixin:
     base = alt.Chart().encode(
         x=x,
         tooltip=[
-            "condition_id:N",
+            alt.Tooltip("condition_id:N"),
             alt.Tooltip("predicted_rps:Q", format=".0f"),
             alt.Tooltip("rps:Q", format=".0f"),
             alt.Tooltip("ratio:Q", format=".2f"),
             alt.Tooltip("ratio_lo:Q", format=".2f"),
             alt.Tooltip("ratio_hi:Q", format=".2f"),
-            "verdict:N",
-            "reason:N",
+            alt.Tooltip("verdict:N"),
+            alt.Tooltip("reason:N"),
         ],
     )
     color = alt.Color(
@@ -209,7 +209,9 @@ def forward_ratio_chart(forward: pd.DataFrame) -> alt.TopLevelMixin:
         .mark_rule(color="gray", strokeDash=[4, 4])
         .encode(y=alt.Y("band_hi:Q", scale=log)),
         alt.Chart().mark_rule(color="gray").encode(y=alt.Y("one:Q", scale=log)),
-        base.mark_rule().encode(y=alt.Y("ratio_lo:Q", scale=log), y2="ratio_hi:Q", color=color),
+        base.mark_rule().encode(
+            y=alt.Y("ratio_lo:Q", scale=log), y2=alt.Y2("ratio_hi:Q"), color=color
+        ),
         base.mark_point(filled=True, size=45).encode(
             y=alt.Y("ratio:Q", title="Measured / predicted RPS (log)", scale=log),
             color=color,
@@ -361,14 +363,14 @@ def delivered_load_chart(
     if data.empty:
         return placeholder(title, "No run of the four setups in the current matrix.")
     tooltip = [
-        "setup:N",
-        "source:N",
+        alt.Tooltip("setup:N"),
+        alt.Tooltip("source:N"),
         alt.Tooltip("nominal:Q", title="nominal load %"),
         alt.Tooltip("delivered:Q", format=".1f", title="sidecars' CPU %"),
         alt.Tooltip("rps:Q", format=".0f"),
         alt.Tooltip("retained:Q", format=".0%"),
         alt.Tooltip("p99:Q", format=".0f"),
-        "marks:N",
+        alt.Tooltip("marks:N"),
     ]
     views = (
         ("nominal", LOAD_TITLE, None),
@@ -410,7 +412,7 @@ def delivered_load_chart(
                 x_scale = scales[view]
                 x = alt.X(f"{view}:Q", title=x_title, scale=x_scale)
                 base = alt.Chart(part).encode(
-                    x=x, color=alt.value(APP_COLORS.get(app, "gray")), tooltip=tooltip
+                    x=x, color=alt.ColorValue(APP_COLORS.get(app, "gray")), tooltip=tooltip
                 )
                 layers = ours_and_article(base, y, lo, hi)
                 if span:
@@ -418,7 +420,9 @@ def delivered_load_chart(
                         base.transform_filter(alt.datum.source == "ours")
                         .transform_filter(f"isValid(datum['{span[0]}'])")
                         .mark_rule(strokeWidth=1.5)
-                        .encode(x=alt.X(f"{span[0]}:Q", scale=x_scale), x2=f"{span[1]}:Q", y=y)
+                        .encode(
+                            x=alt.X(f"{span[0]}:Q", scale=x_scale), x2=alt.X2(f"{span[1]}:Q"), y=y
+                        )
                     )
                     if metric == "retained" and part["predicted_retained"].notna().any():
                         layers.append(
@@ -527,12 +531,12 @@ def budget_line_chart(summary: pd.DataFrame, sidecar_burn: str | None = None) ->
             x=x,
             color=alt.Color("setup:N", title="Setup"),
             tooltip=[
-                "setup:N",
-                "condition_id:N",
+                alt.Tooltip("setup:N"),
+                alt.Tooltip("condition_id:N"),
                 alt.Tooltip("nominal:Q", title="nominal load %"),
                 alt.Tooltip("sidecar_share:Q", format=".1%"),
                 alt.Tooltip("retained:Q", format=".0%"),
-                "marks:N",
+                alt.Tooltip("marks:N"),
             ],
         )
         line = alt.Chart(guide).mark_line(color="gray", strokeDash=[4, 4]).encode(x=x, y=y)
@@ -541,7 +545,7 @@ def budget_line_chart(summary: pd.DataFrame, sidecar_burn: str | None = None) ->
                 line,
                 base.transform_filter("isValid(datum.lo) && isValid(datum.hi)")
                 .mark_rule()
-                .encode(y=alt.Y("lo:Q"), y2="hi:Q"),
+                .encode(y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q")),
                 base.mark_point(filled=True, size=40, opacity=0.9).encode(y=y),
                 flag_ring(base, y),
             ).properties(title=app, width=360, height=300)

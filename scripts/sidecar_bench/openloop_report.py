@@ -175,14 +175,14 @@ def chart(summary: pd.DataFrame) -> alt.TopLevelMixin:
     lines = base.mark_line(point=True).encode(
         y=y,
         tooltip=[
-            "setup:N",
-            "loop:N",
-            "total_sidecar_load_pct:Q",
+            alt.Tooltip("setup:N"),
+            alt.Tooltip("loop:N"),
+            alt.Tooltip("total_sidecar_load_pct:Q"),
             alt.Tooltip("p99_ms:Q", format=".1f"),
         ],
     )
     bars = base.mark_errorbar().encode(
-        y=alt.Y("p99_lo_drawn:Q", title="P99 (ms, log scale)"), y2="p99_hi_drawn:Q"
+        y=alt.Y("p99_lo_drawn:Q", title="P99 (ms, log scale)"), y2=alt.Y2("p99_hi_drawn:Q")
     )
     return (
         alt.layer(lines, bars)
