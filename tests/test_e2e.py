@@ -160,9 +160,14 @@ def test_the_runs_are_forked_from_the_workflows_job_server(finished):
     """Snakemake's onstart starts the job server (jobserver.py): each run's process is forked from it, with
     the library imported once."""
     project, output, _ = finished
-    assert "sidecar-bench: run jobs start from the job server" in output
+    assert "sidecar-bench: run and analysis jobs start from the job server" in output
     for log in run_logs(project):
         assert "forked by the workflow's job server" in log.read_text(), log
+    # The analysis jobs too (jobserver.delegate_script): the server had their imports done as well.
+    logs = project / "results" / "e2e" / "logs"
+    for name in ("aggregate_runs", "make_tables", "plot_charts", "calibrate", "model_report"):
+        first = (logs / f"{name}.log").read_text().splitlines()[0]
+        assert first.endswith("forked by the workflow's job server (jobserver.py)"), (name, first)
 
 
 def test_a_runs_log_holds_what_every_library_module_says(finished):

@@ -336,3 +336,141 @@ def test_after_the_first_stop_signal_the_next_cannot_cut_the_clean_up_short():
                 os.kill(os.getpid(), signal.SIGINT)  # ignored: the clean-up goes on
                 time.sleep(0.1)
     assert signal.getsignal(signal.SIGINT) is previous
+
+
+# --- analysis jobs: a rule's script as Snakemake's script: directive runs it ------------------------------------
+
+# What Snakemake writes and runs for a script: rule: its preamble (the job's `snakemake` object unpickled, the
+# script's own path as __file__, the written file's as __real_file__), then the script. Here `snakemake` is a dict.
+ANALYSIS_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    from sidecar_bench.jobserver import delegate_script, open_job_log
+
+    delegate_script(globals())
+
+    imported = [m for m in ("scipy.special", "altair", "sidecar_bench.charts", "snakemake.iocontainers")
+                if m in sys.modules]
+    sys.stderr = open_job_log(snakemake["log"])
+    print("the script's own line", file=sys.stderr)
+    json.dump({"pid": os.getpid(), "imported": imported, "file": __file__, "real": __real_file__},
+              open(snakemake["out"], "w"))
+    sys.exit(snakemake["status"])
+    """
+)
+
+
+def snakemake_script(tmp_path, status=0):
+    """The file Snakemake would write for ANALYSIS_SCRIPT's job, and the paths its `snakemake` names."""
+    import pickle
+
+    job = {"log": str(tmp_path / "job.log"), "out": str(tmp_path / "out.json"), "status": status}
+    preamble = (
+        "######## snakemake preamble start (automatically inserted, do not edit) ########\n"
+        f"import sys;import pickle;snakemake = pickle.loads({pickle.dumps(job)!r});"
+        f"__real_file__ = __file__; __file__ = {str(tmp_path / 'analysis.py')!r};\n"
+        "######## snakemake preamble end #########\n"
+    )
+    written = tmp_path / "tmp1234.analysis.py"
+    written.write_text(preamble + ANALYSIS_SCRIPT)
+    return written, job
+
+
+def analysis_job(written, env):
+    return subprocess.run(
+        [sys.executable, str(written)],
+        env={**os.environ, "PYTHONPATH": LIBRARY, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_an_analysis_script_runs_forked_with_its_imports_done_and_says_so_in_its_log(
+    server, tmp_path
+):
+    path, _ = server
+    written, job = snakemake_script(tmp_path, status=4)
+    done = analysis_job(written, {jobserver.ENV: path})
+    assert done.returncode == 4, done.stderr
+    ran = json.loads(Path(job["out"]).read_text())
+    assert ran["imported"] == [
+        "scipy.special",
+        "altair",
+        "sidecar_bench.charts",
+        "snakemake.iocontainers",
+    ]
+    # The fork ran the file Snakemake wrote, preamble and all: the script sees what it would in its own process.
+    assert ran["file"] == str(tmp_path / "analysis.py") and ran["real"] == str(written)
+    first, second = Path(job["log"]).read_text().splitlines()
+    assert first == f"process {ran['pid']}, forked by the workflow's job server (jobserver.py)"
+    assert second == "the script's own line"
+
+
+def test_without_a_server_an_analysis_script_runs_in_its_own_process(tmp_path):
+    written, job = snakemake_script(tmp_path)
+    env = {key: value for key, value in os.environ.items() if key != jobserver.ENV}
+    done = subprocess.run(
+        [sys.executable, str(written)],
+        env={**env, "PYTHONPATH": LIBRARY},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    ran = json.loads(Path(job["out"]).read_text())
+    assert ran["imported"] == []
+    assert Path(job["log"]).read_text() == "the script's own line\n"
+
+
+def test_a_script_run_without_snakemake_never_asks_the_server(monkeypatch):
+    monkeypatch.setattr(jobserver, "delegate", lambda *args: pytest.fail("asked the server"))
+    jobserver.delegate_script({"__file__": "plot_charts.py"})
+
+
+def test_a_workflow_starts_a_server_for_its_runs_or_for_two_analysis_jobs():
+    assert jobserver.worth_starting([], engine=True)
+    assert jobserver.worth_starting(["aggregate_runs", "plot_charts"], engine=False)
+    assert not jobserver.worth_starting(["plot_charts"], engine=False)
+    assert not jobserver.worth_starting(["all", "report", "plot_charts"], engine=False)
+
+
+ANALYSIS_SCRIPTS = sorted(
+    path
+    for path in (Path(LIBRARY).parent / "workflow" / "scripts").glob("*.py")
+    if "delegate_script(globals())" in path.read_text(encoding="utf-8")
+)
+
+
+def test_every_analysis_rule_delegates_and_the_server_has_all_their_imports_done():
+    """Importing any analysis script's modules after the server's imports loads no library or package more
+    (only the standard library may be left): the forked process spends nothing on imports."""
+    names = {path.stem for path in ANALYSIS_SCRIPTS}
+    assert names == set(jobserver.ANALYSIS_RULES)  # each rule of ANALYSIS_RULES runs its namesake script
+    probe = textwrap.dedent(
+        """
+        import ast, importlib, json, sys
+        from sidecar_bench import jobserver
+        for name in (*jobserver.ANALYSIS_MODULES,):
+            importlib.import_module(name)
+        before = set(sys.modules)
+        for path in sys.argv[1:]:
+            for node in ast.parse(open(path).read()).body:
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        importlib.import_module(alias.name)
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    importlib.import_module(node.module)
+        new = sorted(m for m in set(sys.modules) - before if m.split(".")[0] not in sys.stdlib_module_names)
+        print(json.dumps(new))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *map(str, ANALYSIS_SCRIPTS)],
+        env={**os.environ, "PYTHONPATH": LIBRARY},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []

@@ -1,4 +1,5 @@
-"""Run jobs forked from a process that has the library imported: a job's process does no imports of its own.
+"""Run jobs and analysis jobs forked from a process that has the library imported: a job's process does no
+imports of its own.
 
 A run job is one process a run. Its interpreter's start and its imports (the Docker SDK, the library; pandas
 and pyarrow, which preload.py imports while the job waits on the engine) took 0.16 s of each run's 1.0 s of
@@ -10,6 +11,14 @@ first asks it to run the script instead (delegate): it sends its arguments, envi
 and its standard input, output and error (the descriptors themselves), and the server forks a process that
 takes them over and runs the script as the job would have. The job's process, having imported nothing but the
 standard library, waits for the forked one's exit status and exits with it.
+
+The analysis rules' scripts (aggregate_runs, make_tables, plot_charts, calibrate, model_report, ...; Snakemake
+runs them with its script: directive) do the same first thing (delegate_script): their imports (pandas, pyarrow,
+scipy, altair and the library's analysis modules, ANALYSIS_MODULES) took 0.7-1.1 s of each stage's 1-4 s on a
+2-core VM. The forked process runs the file Snakemake wrote (its preamble, which unpickles the job's `snakemake`
+object, then the script), so the script runs as it would in its own process. The workflow starts the server
+for them too when at least ANALYSIS_JOBS_WORTH_IT of them are pending (worth_starting): for a single stage,
+the server's own imports cost what they save.
 
 Nothing of a run changes: each run is still its own Snakemake job and its own process, opens its own log,
 takes its engine's lock (and borrows the workflow's lease), and writes its own file; the forked process has
@@ -57,6 +66,56 @@ JOB_MODULES = (
     "sidecar_bench.hosts",
     "sidecar_bench.job",
 )
+# What the analysis rules' scripts import (workflow/scripts/*.py but run_condition.py and build_image.py; a test
+# checks that importing any of them after these imports nothing more), and Snakemake's preamble's own imports.
+ANALYSIS_MODULES = (
+    "snakemake.iocontainers",
+    "snakemake.logging",
+    "scipy.special",
+    "altair",
+    "yaml",
+    "sidecar_bench.adaptive",
+    "sidecar_bench.burn_charts",
+    "sidecar_bench.burn_tables",
+    "sidecar_bench.calibration",
+    "sidecar_bench.capacity",
+    "sidecar_bench.cells",
+    "sidecar_bench.chart_files",
+    "sidecar_bench.charts",
+    "sidecar_bench.environment",
+    "sidecar_bench.forward",
+    "sidecar_bench.layout_charts",
+    "sidecar_bench.layouts",
+    "sidecar_bench.loadmodel",
+    "sidecar_bench.mitigation_charts",
+    "sidecar_bench.model",
+    "sidecar_bench.model_charts",
+    "sidecar_bench.model_tables",
+    "sidecar_bench.openloop_report",
+    "sidecar_bench.proxy_tables",
+    "sidecar_bench.reference",
+    "sidecar_bench.set_report",
+    "sidecar_bench.stats",
+    "sidecar_bench.table_format",
+    "sidecar_bench.tables",
+)
+# The rules whose scripts delegate_script hands to the server, and how many pending make the server worth its
+# start (about 1 s of imports on a 2-core VM against 0.7-1.1 s saved per stage).
+ANALYSIS_RULES = frozenset(
+    {
+        "aggregate_runs",
+        "make_tables",
+        "plot_charts",
+        "calibrate",
+        "model_report",
+        "burn_comparison",
+        "compute_capacity",
+        "compare_open_closed",
+        "proxy_report",
+        "decide_repeat",
+    }
+)
+ANALYSIS_JOBS_WORTH_IT = 2
 # Threads the server's imports would start, kept from starting (the module's docstring says why).
 NO_THREADS_ENV = {
     "OPENBLAS_NUM_THREADS": "1",
@@ -149,6 +208,34 @@ def delegate(script: str, argv: list[str], environ: Mapping[str, str] = os.envir
         flush=True,
     )
     return 1
+
+
+def delegate_script(namespace: Mapping[str, Any]) -> None:
+    """The first thing of an analysis rule's script, called with its globals(): where Snakemake runs it (a
+    `snakemake` object among them) and a job server listens, the server's forked process runs the file Snakemake
+    wrote (__real_file__: its preamble, then the script) and this process exits with its status. Returns at once
+    elsewhere: no server, none listening, a script run by hand or by the tests, or the forked process itself."""
+    if "snakemake" not in namespace:
+        return
+    status = delegate(str(namespace.get("__real_file__", namespace["__file__"])), sys.argv[1:])
+    if status is not None:
+        sys.exit(status)
+
+
+def open_job_log(path: str) -> Any:
+    """An analysis script's log, opened to be its sys.stderr; its first line says so when the job server forked
+    this process."""
+    log = open(path, "w")
+    if forked():
+        print(f"process {os.getpid()}, forked by the workflow's job server (jobserver.py)", file=log)
+        log.flush()
+    return log
+
+
+def worth_starting(rule_names: list[str], engine: bool) -> bool:
+    """Whether a workflow whose pending jobs have these rules should start a job server: for its run jobs
+    (engine: it holds its engines for them), or for at least ANALYSIS_JOBS_WORTH_IT analysis jobs."""
+    return engine or sum(name in ANALYSIS_RULES for name in rule_names) >= ANALYSIS_JOBS_WORTH_IT
 
 
 # --------------------------------------------------------------------------- the forked process
@@ -278,8 +365,8 @@ def threads() -> int:
 
 
 def import_for_jobs() -> None:
-    """Import what a run job imports, as its script would (without paramiko when no engine needs SSH), and
-    what it imports after its load (preload.MODULES)."""
+    """Import what a run job imports, as its script would (without paramiko when no engine needs SSH), what
+    it imports after its load (preload.MODULES), and what the analysis scripts import (ANALYSIS_MODULES)."""
     import gc
     import importlib
 
@@ -290,7 +377,7 @@ def import_for_jobs() -> None:
         from .transports import skip_ssh_transport
 
         skip_ssh_transport(json.loads(settings).get("hosts") or [])
-    for name in (*JOB_MODULES, *preload.MODULES):
+    for name in (*JOB_MODULES, *preload.MODULES, *ANALYSIS_MODULES):
         importlib.import_module(name)
     # Frozen, the imports' objects are never walked by a forked process's collector (no copy-on-write of them).
     gc.freeze()

@@ -127,33 +127,31 @@ ADAPTIVE_ON = ADAPTIVE.enabled(REPEATS)
 # (scripts/sidecar_bench/engine_hold.py): a run then spends no time on a lease of its own.
 # The hooks run in Snakemake's own process, never in a dry run or a cluster job; --touch measures nothing.
 def hold_engines():
-    from sidecar_bench import engine_hold
+    from sidecar_bench import engine_hold, jobserver
 
     pending = list(workflow.dag.needrun_jobs())
-    if (
-        workflow.touch
-        or not workflow.local_exec
-        or not engine_hold.needs_engine(
-            [job.rule.name for job in pending],
-            any(job.is_checkpoint for job in pending),
-        )
-    ):
+    if workflow.touch or not workflow.local_exec:
         return
-    what = f"workflow {PRESET} pid {os.getpid()}"
-    for line in engine_hold.hold(config["hosts"], what):
-        logger.info(f"sidecar-bench: {line}")
-    start_job_server()
+    rules = [job.rule.name for job in pending]
+    engine = engine_hold.needs_engine(rules, any(job.is_checkpoint for job in pending))
+    if engine:
+        what = f"workflow {PRESET} pid {os.getpid()}"
+        for line in engine_hold.hold(config["hosts"], what):
+            logger.info(f"sidecar-bench: {line}")
+    if jobserver.worth_starting(rules, engine):
+        start_job_server()
 
 
-# The run jobs' processes forked from one that has the library imported (scripts/sidecar_bench/jobserver.py),
-# started with the engines' hold: a run then spends no time on its imports.
+# The run and analysis jobs' processes forked from one that has the library imported
+# (scripts/sidecar_bench/jobserver.py), started with the engines' hold or for two analysis jobs or more:
+# a job then spends no time on its imports.
 def start_job_server():
     from sidecar_bench import jobserver
 
     try:
         if jobserver.start(LIBRARY_DIR):
             logger.info(
-                "sidecar-bench: run jobs start from the job server (library imported once)"
+                "sidecar-bench: run and analysis jobs start from the job server (library imported once)"
             )
     except jobserver.JobServerError as err:
         logger.warning(f"sidecar-bench: {err}; each run job imports the library itself")

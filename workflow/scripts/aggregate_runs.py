@@ -7,6 +7,11 @@ run-to-run CVs and validity flags.
 Statistics and their definitions live in sidecar_bench.stats (intervals.py, flags.py).
 """
 
+# Where the workflow's job server runs, its forked process (the library imported) runs this job instead.
+from sidecar_bench.jobserver import delegate_script, open_job_log
+
+delegate_script(globals())
+
 import sys
 from pathlib import Path
 
@@ -45,7 +50,7 @@ def main(runs, summary_parquet, summary_csv, runs_parquet=None, runs_csv=None):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")
+    sys.stderr = open_job_log(snakemake.log[0])
     main(
         runs=list(snakemake.input.runs),
         summary_parquet=snakemake.output.parquet,

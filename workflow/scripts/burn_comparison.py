@@ -5,6 +5,11 @@ output: results/<preset>/model/burn/{burn_comparison,burn_breaking_points}.md, .
 burn_comparison.{html,png,svg}.
 """
 
+# Where the workflow's job server runs, its forked process (the library imported) runs this job instead.
+from sidecar_bench.jobserver import delegate_script, open_job_log
+
+delegate_script(globals())
+
 import sys
 from pathlib import Path
 
@@ -40,7 +45,7 @@ def main(summaries, burns, presets, reference, out_dir, formats=("html", "png", 
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")
+    sys.stderr = open_job_log(snakemake.log[0])
     main(
         summaries=list(snakemake.input.summaries),
         burns=snakemake.params.burns,

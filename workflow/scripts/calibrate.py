@@ -6,6 +6,11 @@ results/<preset>/calibration/runs_summary.csv: one row per calibration run with 
 results/<preset>/calibration/calibration.md, .csv: the calibration table (calibration.py, model_tables).
 """
 
+# Where the workflow's job server runs, its forked process (the library imported) runs this job instead.
+from sidecar_bench.jobserver import delegate_script, open_job_log
+
+delegate_script(globals())
+
 import sys
 from pathlib import Path
 
@@ -46,7 +51,7 @@ def main(
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")
+    sys.stderr = open_job_log(snakemake.log[0])
     main(
         runs=list(snakemake.input.runs),
         summary_parquet=snakemake.output.summary,

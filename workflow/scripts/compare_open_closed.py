@@ -1,5 +1,10 @@
 """Snakemake script: summary -> results/<preset>/openloop/ (open-loop cells beside closed-loop ones)."""
 
+# Where the workflow's job server runs, its forked process (the library imported) runs this job instead.
+from sidecar_bench.jobserver import delegate_script, open_job_log
+
+delegate_script(globals())
+
 import sys
 
 import pandas as pd
@@ -14,5 +19,5 @@ def main(summary, out_dir, formats=("html", "png")):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")
+    sys.stderr = open_job_log(snakemake.log[0])
     main(snakemake.input.summary, snakemake.output.tables)

@@ -1,5 +1,10 @@
 """Snakemake script: a closed-loop condition's run files -> its capacity file (sidecar_bench.capacity)."""
 
+# Where the workflow's job server runs, its forked process (the library imported) runs this job instead.
+from sidecar_bench.jobserver import delegate_script, open_job_log
+
+delegate_script(globals())
+
 import sys
 
 from sidecar_bench import capacity
@@ -16,5 +21,5 @@ def main(condition_id, runs, out):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")
+    sys.stderr = open_job_log(snakemake.log[0])
     main(snakemake.wildcards.setup, list(snakemake.input.runs), snakemake.output.capacity)

@@ -1,5 +1,10 @@
 """Snakemake script: summary + the article's numbers -> results/<preset>/tables/<name>.md and .csv."""
 
+# Where the workflow's job server runs, its forked process (the library imported) runs this job instead.
+from sidecar_bench.jobserver import delegate_script, open_job_log
+
+delegate_script(globals())
+
 import sys
 from pathlib import Path
 
@@ -23,7 +28,7 @@ def main(summary, reference, out_dir):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")
+    sys.stderr = open_job_log(snakemake.log[0])
     main(
         summary=snakemake.input.summary,
         reference=snakemake.input.reference,

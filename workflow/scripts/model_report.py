@@ -21,6 +21,11 @@ A set published without its calibration's runs (calibration/runs_summary.csv; se
 PROVENANCE.md says so.
 """
 
+# Where the workflow's job server runs, its forked process (the library imported) runs this job instead.
+from sidecar_bench.jobserver import delegate_script, open_job_log
+
+delegate_script(globals())
+
 # Run by Snakemake, the process that draws the charts starts first: its engine starts while this one imports
 # pandas and altair (imported, as by the tests, the module starts nothing).
 from sidecar_bench import render_worker
@@ -203,7 +208,7 @@ if __name__ == "__main__" and "snakemake" not in globals():
     republish(args.folder, args.reference)
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")
+    sys.stderr = open_job_log(snakemake.log[0])
     main(
         summary=snakemake.input.summary,
         runs_summary=snakemake.input.runs_summary,

@@ -1,6 +1,11 @@
 """Snakemake script: summary + the article's numbers + run files (runs/<condition id>/rep<N>.parquet)
 -> results/<preset>/charts/<name>.{html,png,svg}."""
 
+# Where the workflow's job server runs, its forked process (the library imported) runs this job instead.
+from sidecar_bench.jobserver import delegate_script, open_job_log
+
+delegate_script(globals())
+
 # Run by Snakemake, the process that draws the charts starts first: its engine starts while this one imports
 # pandas and altair (imported, as by the tests, the module starts nothing).
 from sidecar_bench import render_worker
@@ -39,7 +44,7 @@ def main(summary, reference, runs, out_dir):
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")
+    sys.stderr = open_job_log(snakemake.log[0])
     main(
         summary=snakemake.input.summary,
         reference=snakemake.input.reference,

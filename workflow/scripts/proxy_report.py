@@ -7,6 +7,11 @@ results/<preset>/proxy/budget.{csv,md}: RPS against quota / (app cost + proxy co
 results/<preset>/proxy/standin.yaml: step two's config, the stand-ins at the real proxy's measured share.
 """
 
+# Where the workflow's job server runs, its forked process (the library imported) runs this job instead.
+from sidecar_bench.jobserver import delegate_script, open_job_log
+
+delegate_script(globals())
+
 import sys
 from pathlib import Path
 
@@ -84,7 +89,7 @@ def main(runs_summary, out_dir, preset, preset_sets, memory_mb, no_limit_vcpu=No
 
 
 if __name__ == "__main__" and "snakemake" in globals():
-    sys.stderr = open(snakemake.log[0], "w")
+    sys.stderr = open_job_log(snakemake.log[0])
     main(
         runs_summary=snakemake.input.runs_summary,
         out_dir=snakemake.output.tables,
