@@ -10,7 +10,10 @@ and repetition (results/published/article/runs_summary.csv `successful`: 7,328,0
 
 Writes the runs (per the run file format (record.py); runs/<condition id>/rep<N>.parquet) into a temp
 dir, then runs each analysis stage the workflow runs (aggregate_runs, make_tables, plot_charts,
-calibrate, model_report) in a fresh Python process, as Snakemake runs its scripts, --times times, and
+calibrate, model_report) in a process of its own, as Snakemake runs its scripts, --times times: by default
+forked from a job server started first (jobserver.py: the library imported once, as a workflow with two
+analysis jobs or more does; its start is timed and reported apart), with --job-server off a fresh Python
+process that makes its own imports; and
 reports per stage the median of: the process's wall time (interpreter start and imports included),
 the stage's own time, its CPU time and its peak RSS (resource.getrusage ru_maxrss), each with those of the
 process that draws the charts beside the chart stages (its CPU added, its peak RSS added to the stage's: an
@@ -248,18 +251,30 @@ def time_stage(stage: str, work: Path) -> dict:
     return result
 
 
+def start_job_server() -> float:
+    """Start a job server as the workflow does (its stages' processes are then forked from it); seconds taken."""
+    from sidecar_bench import jobserver
+
+    start = time.perf_counter()
+    jobserver.start(str(ROOT / "scripts"))
+    return round(time.perf_counter() - start, 2)
+
+
 def main(
     count: int | None = None,
     keep: str | None = None,
     repeats: int = 3,
     stages: tuple[str, ...] = STAGES,
     times: int = 3,
+    job_server: bool = True,
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="sidecar-bench-analysis-") as tmp:
         work = Path(keep) if keep else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         data = generate(work, count, repeats)
         print(json.dumps({"synthetic_data": data}), flush=True)
+        server_s = start_job_server() if job_server else None
+        print(json.dumps({"job_server_start_s": server_s}), flush=True)
         load_before = os.getloadavg()
         speed_before = python_loop_s()
         rounds = []
@@ -284,6 +299,7 @@ def main(
         report = {
             "synthetic_data": data,
             "median": medians,
+            "job_server_start_s": server_s,
             "total_process_s_median": round(statistics.median(totals), 2),
             "total_process_s_runs": [round(t, 2) for t in totals],
             "peak_rss_mb": max(s["peak_rss_mb"] for s in medians),
@@ -327,10 +343,35 @@ if __name__ == "__main__":
         "--times", type=int, default=3, help="time every stage this many times (default 3)"
     )
     parser.add_argument("--keep", help="write the synthetic runs and outputs here and keep them")
+    parser.add_argument(
+        "--job-server",
+        choices=("on", "off"),
+        default="on",
+        help="fork each stage from a job server, as a workflow does (default), or not",
+    )
     parser.add_argument("--stage", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stage:
+        from sidecar_bench.jobserver import delegate
+
+        # A stage's process hands itself to the job server when one runs, as a rule's script does.
+        status = delegate(__file__, sys.argv[1:])
+        if status is not None:
+            sys.exit(status)
+        sys.path.insert(0, str(RULE_SCRIPTS))  # as Snakemake's preamble puts the scripts' folder on the path
         print(json.dumps(run_stage(args.stage, Path(args.work))))
     else:
-        main(args.runs, args.keep, args.repeats, tuple(args.stages.split(",")), args.times)
+        try:
+            main(
+                args.runs,
+                args.keep,
+                args.repeats,
+                tuple(args.stages.split(",")),
+                args.times,
+                args.job_server == "on",
+            )
+        finally:
+            from sidecar_bench import jobserver
+
+            jobserver.stop()
