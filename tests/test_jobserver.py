@@ -446,7 +446,9 @@ def test_every_analysis_rule_delegates_and_the_server_has_all_their_imports_done
     """Importing any analysis script's modules after the server's imports loads no library or package more
     (only the standard library may be left): the forked process spends nothing on imports."""
     names = {path.stem for path in ANALYSIS_SCRIPTS}
-    assert names == set(jobserver.ANALYSIS_RULES)  # each rule of ANALYSIS_RULES runs its namesake script
+    assert names == set(
+        jobserver.ANALYSIS_RULES
+    )  # each rule of ANALYSIS_RULES runs its namesake script
     probe = textwrap.dedent(
         """
         import ast, importlib, json, sys
@@ -474,3 +476,51 @@ def test_every_analysis_rule_delegates_and_the_server_has_all_their_imports_done
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def test_a_server_started_without_waiting_takes_the_jobs_once_it_listens(tmp_path, monkeypatch):
+    """For analysis jobs only: start returns before the server's imports are done; a job before it listens runs
+    in its own process, the next ones are forked."""
+    # The server's imports made 3 s slower (its interpreter's sitecustomize): the first job surely comes first.
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(3)\n")
+    monkeypatch.setenv("PYTHONPATH", str(slow))
+    monkeypatch.delenv(jobserver.ENV, raising=False)
+    monkeypatch.setattr(jobserver, "_server", {})  # not the module's server, if one runs
+    started = time.monotonic()
+    path = jobserver.start(LIBRARY, wait=False)
+    try:
+        assert time.monotonic() - started < 1 and os.environ[jobserver.ENV] == path
+        (tmp_path / "early").mkdir()
+        early, job = snakemake_script(tmp_path / "early")
+        done = analysis_job(early, {jobserver.ENV: path})
+        assert done.returncode == 0, done.stderr
+        assert (
+            json.loads(Path(job["out"]).read_text())["imported"] == []
+        )  # ran before the server listened
+        wait_until(lambda: Path(path).exists(), 60, "the job server never listened")
+        (tmp_path / "late").mkdir()
+        late, job = snakemake_script(tmp_path / "late")
+        done = analysis_job(late, {jobserver.ENV: path})
+        assert done.returncode == 0, done.stderr
+        assert "forked by the workflow's job server" in Path(job["log"]).read_text()
+    finally:
+        assert jobserver.stop() is None
+
+
+def test_a_server_started_without_waiting_that_fails_says_why_at_its_stop(tmp_path, monkeypatch):
+    broken = tmp_path / "broken"
+    (broken / "docker").mkdir(parents=True)
+    (broken / "docker" / "__init__.py").write_text("raise ImportError('no docker here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(broken))
+    monkeypatch.delenv(jobserver.ENV, raising=False)
+    monkeypatch.setattr(jobserver, "_server", {})
+    path = jobserver.start(LIBRARY, wait=False)
+    process = jobserver._server["process"]
+    wait_until(lambda: process.poll() is not None, 60, "the broken server never ended")
+    written, job = snakemake_script(tmp_path)
+    done = analysis_job(written, {jobserver.ENV: path})
+    assert done.returncode == 0 and json.loads(Path(job["out"]).read_text())["imported"] == []
+    assert "no docker here" in jobserver.stop()
+    assert jobserver.ENV not in os.environ

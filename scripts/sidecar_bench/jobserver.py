@@ -442,11 +442,16 @@ def _reap() -> None:
 _server: dict[str, Any] = {}
 
 
-def start(library_dir: str | None = None, timeout: float = START_TIMEOUT_S) -> str | None:
+def start(
+    library_dir: str | None = None, timeout: float = START_TIMEOUT_S, wait: bool = True
+) -> str | None:
     """Start this process's job server and name it in os.environ[ENV] (its jobs inherit it); its socket path,
     or None when ENV is OFF (SIDECAR_BENCH_JOB_SERVER=off: no server, each job imports the library itself).
 
-    Raises JobServerError if it does not come up within timeout (the jobs then run in their own processes)."""
+    wait: return once it listens. Raises JobServerError if it does not within timeout (the jobs then run in
+    their own processes). Without wait (a workflow with analysis jobs only: nothing is measured beside its
+    imports), return at once: a job that starts before it listens runs in its own process, on the other CPU,
+    and stop() says why a server that never listened did not."""
     import subprocess
     import tempfile
 
@@ -474,6 +479,10 @@ def start(library_dir: str | None = None, timeout: float = START_TIMEOUT_S) -> s
             stderr=stderr,
             env=env,
         )
+    if not wait:
+        _server.update(process=process, path=path, directory=directory)
+        os.environ[ENV] = path
+        return path
     ready, _, _ = select.select([process.stdout], [], [], timeout)
     line = process.stdout.readline() if ready else b""
     if line != READY:
@@ -490,10 +499,11 @@ def start(library_dir: str | None = None, timeout: float = START_TIMEOUT_S) -> s
     return path
 
 
-def stop() -> None:
-    """End this process's job server (jobs still running in its forked processes go on to their end)."""
+def stop() -> str | None:
+    """End this process's job server (jobs still running in its forked processes go on to their end). What it
+    said if it failed (a server started without wait that never listened), else None."""
     if not _server:
-        return
+        return None
     process = _server.pop("process")
     os.environ.pop(ENV, None)
     process.stdin.close()
@@ -503,8 +513,14 @@ def stop() -> None:
     except Exception:  # subprocess.TimeoutExpired: it did not see its stdin close
         process.kill()
         process.wait()
-    _remove(_server.pop("directory"))
+    directory = _server.pop("directory")
+    said = None
+    if process.returncode not in (0, -signal.SIGKILL):
+        with open(os.path.join(directory, "server.log"), errors="replace") as said_file:
+            said = said_file.read().strip()[-500:] or f"exit status {process.returncode}"
+    _remove(directory)
     _server.clear()
+    return said
 
 
 def _remove(directory: str) -> None:

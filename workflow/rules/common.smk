@@ -139,28 +139,33 @@ def hold_engines():
         for line in engine_hold.hold(config["hosts"], what):
             logger.info(f"sidecar-bench: {line}")
     if jobserver.worth_starting(rules, engine):
-        start_job_server()
+        start_job_server(wait=engine)
 
 
 # The run and analysis jobs' processes forked from one that has the library imported
 # (scripts/sidecar_bench/jobserver.py), started with the engines' hold or for two analysis jobs or more:
-# a job then spends no time on its imports.
-def start_job_server():
+# a job then spends no time on its imports. Runs wait for it (nothing may run beside a measurement); analysis
+# jobs do not (the first may run in its own process while the server imports).
+def start_job_server(wait):
     from sidecar_bench import jobserver
 
     try:
-        if jobserver.start(LIBRARY_DIR):
+        if jobserver.start(LIBRARY_DIR, wait=wait):
             logger.info(
                 "sidecar-bench: run and analysis jobs start from the job server (library imported once)"
             )
     except jobserver.JobServerError as err:
-        logger.warning(f"sidecar-bench: {err}; each run job imports the library itself")
+        logger.warning(f"sidecar-bench: {err}; each job imports the library itself")
 
 
 def release_engines():
     from sidecar_bench import engine_hold, jobserver
 
-    jobserver.stop()
+    said = jobserver.stop()
+    if said:
+        logger.warning(
+            f"sidecar-bench: the job server did not start ({said}); each job imported the library itself"
+        )
     engine_hold.release()
 
 
