@@ -16,9 +16,10 @@ The analysis rules' scripts (aggregate_runs, make_tables, plot_charts, calibrate
 runs them with its script: directive) do the same first thing (delegate_script): their imports (pandas, pyarrow,
 scipy, altair and the library's analysis modules, ANALYSIS_MODULES) took 0.7-1.1 s of each stage's 1-4 s on a
 2-core VM. The forked process runs the file Snakemake wrote (its preamble, which unpickles the job's `snakemake`
-object, then the script), so the script runs as it would in its own process. The workflow starts the server
-for them too when at least ANALYSIS_JOBS_WORTH_IT of them are pending (worth_starting): for a single stage,
-the server's own imports cost what they save.
+object, then the script), so the script runs as it would in its own process. A workflow with no run to make
+starts the server for at least ANALYSIS_JOBS_WORTH_IT analysis jobs (worth_starting), without waiting for its
+imports (start(wait=False): nothing is measured beside them): a job that starts before it listens runs in its
+own process meanwhile, on the other CPU, so a single job would gain nothing from it.
 
 Nothing of a run changes: each run is still its own Snakemake job and its own process, opens its own log,
 takes its engine's lock (and borrows the workflow's lease), and writes its own file; the forked process has
@@ -100,7 +101,7 @@ ANALYSIS_MODULES = (
     "sidecar_bench.tables",
 )
 # The rules whose scripts delegate_script hands to the server, and how many pending make the server worth its
-# start (about 1 s of imports on a 2-core VM against 0.7-1.1 s saved per stage).
+# start (about 1 s of imports on a 2-core VM, beside the first job, against 0.7-1.1 s saved per later stage).
 ANALYSIS_RULES = frozenset(
     {
         "aggregate_runs",
