@@ -468,8 +468,15 @@ def test_analysis_reads_name_the_file_and_keep_a_failure_a_failure(tmp_path):
     ):
         runfile.read_meta(broken)
     assert runfile.read_failure(broken) is None
-    with pytest.raises(record.RunFileError, match=rf"^{run}: cannot read columns \['nope'\] \("):
-        runfile.read_columns(run, ["nope"])
+    with pytest.raises(record.RunFileError) as err:
+        runfile.read_columns(run, ["response_time_s", "nope"])
+    assert (
+        str(err.value) == f"{run}: cannot read columns ['response_time_s', 'nope'] (no column nope)"
+    )
+    with pytest.raises(record.RunFileError) as err:
+        runfile.read_columns(broken, ["response_time_s"])
+    assert str(err.value).startswith(f"{broken}: cannot read columns ['response_time_s'] (")
+    assert "Parquet" in str(err.value)  # Arrow's own reason, not a missing column
     v4 = make_meta(condition, len(samples))
     v4["format_version"] = 4
     table = record.RunRecord.from_samples(samples, make_meta(condition, len(samples))).rows

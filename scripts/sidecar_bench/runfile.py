@@ -72,15 +72,17 @@ class RunFile:
 
     def columns(self, names: Sequence[str]) -> dict[str, np.ndarray]:
         """Only the named per-request columns, as numpy arrays (nulls would be a runner bug)."""
+        if self._file is None:
+            raise RunFileError(
+                f"{self.path}: cannot read columns {list(names)} ({self._error})"
+            ) from None
         # ParquetFile.read leaves out a name the file does not have, without a word: asked here first.
-        missing = [
-            name
-            for name in names
-            if self._file is None or name not in self._file.schema_arrow.names
-        ]
+        missing = [name for name in names if name not in self._file.schema_arrow.names]
+        if missing:
+            raise RunFileError(
+                f"{self.path}: cannot read columns {list(names)} (no column {', '.join(missing)})"
+            )
         try:
-            if missing:
-                raise KeyError(f"no column {', '.join(missing)}")
             table = self._file.read(columns=list(names), use_threads=False)
         except (OSError, ValueError, KeyError) as err:
             raise RunFileError(f"{self.path}: cannot read columns {list(names)} ({err})") from None
