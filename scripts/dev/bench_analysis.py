@@ -359,7 +359,8 @@ if __name__ == "__main__":
         status = delegate(__file__, sys.argv[1:])
         if status is not None:
             sys.exit(status)
-        sys.path.insert(0, str(RULE_SCRIPTS))  # as Snakemake's preamble puts the scripts' folder on the path
+        # As Snakemake's preamble puts the scripts' folder on the path.
+        sys.path.insert(0, str(RULE_SCRIPTS))
         print(json.dumps(run_stage(args.stage, Path(args.work))))
     else:
         try:
