@@ -2,6 +2,7 @@
 environment, directory and standard streams; its exit status is the job's; the job's signals reach it, and the
 job's kill -9 stops it with its clean-up. No server, or none listening: the job runs in its own process."""
 
+import ast
 import json
 import os
 import signal
@@ -445,10 +446,16 @@ ANALYSIS_SCRIPTS = sorted(
 def test_every_analysis_rule_delegates_and_the_server_has_all_their_imports_done():
     """Importing any analysis script's modules after the server's imports loads no library or package more
     (only the standard library may be left): the forked process spends nothing on imports."""
-    names = {path.stem for path in ANALYSIS_SCRIPTS}
-    assert names == set(
-        jobserver.ANALYSIS_RULES
-    )  # each rule of ANALYSIS_RULES runs its namesake script
+    # Each rule of ANALYSIS_RULES runs its namesake script.
+    assert {path.stem for path in ANALYSIS_SCRIPTS} == set(jobserver.ANALYSIS_RULES)
+    for path in ANALYSIS_SCRIPTS:
+        # First, after the docstring: nothing (the chart-drawing process, the log) happens in a process that
+        # then hands the job over.
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        assert [ast.unparse(node) for node in body[1:3]] == [
+            "from sidecar_bench.jobserver import delegate_script, open_job_log",
+            "delegate_script(globals())",
+        ], path.name
     probe = textwrap.dedent(
         """
         import ast, importlib, json, sys
@@ -517,10 +524,58 @@ def test_a_server_started_without_waiting_that_fails_says_why_at_its_stop(tmp_pa
     monkeypatch.delenv(jobserver.ENV, raising=False)
     monkeypatch.setattr(jobserver, "_server", {})
     path = jobserver.start(LIBRARY, wait=False)
-    process = jobserver._server["process"]
-    wait_until(lambda: process.poll() is not None, 60, "the broken server never ended")
-    written, job = snakemake_script(tmp_path)
-    done = analysis_job(written, {jobserver.ENV: path})
-    assert done.returncode == 0 and json.loads(Path(job["out"]).read_text())["imported"] == []
-    assert "no docker here" in jobserver.stop()
+    try:
+        process = jobserver._server["process"]
+        wait_until(lambda: process.poll() is not None, 60, "the broken server never ended")
+        written, job = snakemake_script(tmp_path)
+        done = analysis_job(written, {jobserver.ENV: path})
+        assert done.returncode == 0 and json.loads(Path(job["out"]).read_text())["imported"] == []
+    finally:
+        said = jobserver.stop()
+    assert "no docker here" in said
     assert jobserver.ENV not in os.environ
+
+
+def test_a_server_stopped_while_it_still_imports_is_no_failure(monkeypatch):
+    """A short workflow of analysis jobs ends before its server listens: nothing to warn about."""
+    monkeypatch.delenv(jobserver.ENV, raising=False)
+    monkeypatch.setattr(jobserver, "_server", {})
+    jobserver.start(LIBRARY, wait=False)
+    assert jobserver.stop() is None
+
+
+def test_after_an_edit_of_a_module_it_imported_the_server_leaves_the_jobs_to_their_own_processes(
+    tmp_path, monkeypatch
+):
+    """Forked after charts.py changed, a job would run the old charts.py and its outputs would look up to date."""
+    import shutil
+
+    library = tmp_path / "library"
+    shutil.copytree(Path(LIBRARY) / "sidecar_bench", library / "sidecar_bench")
+    monkeypatch.delenv(jobserver.ENV, raising=False)
+    monkeypatch.setattr(jobserver, "_server", {})
+    path = jobserver.start(str(library))
+    try:
+        for name in ("before", "after"):
+            (tmp_path / name).mkdir()
+            written, job = snakemake_script(tmp_path / name)
+            done = analysis_job(written, {jobserver.ENV: path, "PYTHONPATH": str(library)})
+            assert done.returncode == 0, done.stderr
+            log = Path(job["log"]).read_text()
+            if name == "before":
+                assert "forked by the workflow's job server" in log
+                with open(library / "sidecar_bench" / "charts.py", "a") as charts:
+                    charts.write("\n# edited while the workflow runs\n")
+            else:
+                assert log == "the script's own line\n", log
+    finally:
+        jobserver.stop()
+
+
+def test_a_workflow_without_a_server_of_its_own_forgets_an_inherited_one():
+    environ = {jobserver.ENV: "/tmp/another-workflows/socket"}
+    jobserver.forget_inherited(environ)
+    assert environ == {}
+    environ = {jobserver.ENV: jobserver.OFF}
+    jobserver.forget_inherited(environ)
+    assert environ == {jobserver.ENV: jobserver.OFF}

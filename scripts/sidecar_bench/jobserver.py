@@ -1,5 +1,5 @@
-"""Run jobs and analysis jobs forked from a process that has the library imported: a job's process does no
-imports of its own.
+"""Run jobs and analysis jobs forked from a process that has the library imported: a job's process does none
+of the library's imports.
 
 A run job is one process a run. Its interpreter's start and its imports (the Docker SDK, the library; pandas
 and pyarrow, which preload.py imports while the job waits on the engine) took 0.16 s of each run's 1.0 s of
@@ -16,7 +16,8 @@ The analysis rules' scripts (aggregate_runs, make_tables, plot_charts, calibrate
 runs them with its script: directive) do the same first thing (delegate_script): their imports (pandas, pyarrow,
 scipy, altair and the library's analysis modules, ANALYSIS_MODULES) took 0.7-1.1 s of each stage's 1-4 s on a
 2-core VM. The forked process runs the file Snakemake wrote (its preamble, which unpickles the job's `snakemake`
-object, then the script), so the script runs as it would in its own process. A workflow with no run to make
+object, then the script), so the script runs as it would in its own process; the job's own process runs only
+that preamble (Snakemake's imports, about 0.2 s) before it hands the job over. A workflow with no run to make
 starts the server for at least ANALYSIS_JOBS_WORTH_IT analysis jobs (worth_starting), without waiting for its
 imports (start(wait=False): nothing is measured beside them): a job that starts before it listens runs in its
 own process meanwhile, on the other CPU, so a single job would gain nothing from it.
@@ -39,8 +40,10 @@ No server (a cluster's jobs, a script run by hand, a server that could not start
 the job runs in its own process, as before. Never both: the forked process runs the script only once the job
 has answered its STARTED with GO, and a job that gave up waiting sends none. The server must be free of threads when it forks: numpy's
 OpenBLAS and pyarrow's jemalloc start one each on import, so it runs with one BLAS thread (a run job does no
-linear algebra) and Arrow's jemalloc without its background thread (NO_THREADS_ENV), and checks that it has
-no other thread before it listens.
+linear algebra; an analysis job has one under Snakemake anyway, whose shell sets OPENBLAS_NUM_THREADS to the
+job's threads) and Arrow's jemalloc without its background thread (NO_THREADS_ENV), and checks that it has
+no other thread before it listens. A job comes to a process forked from it only while the library modules it
+imported are unchanged (code_changed): after an edit, the jobs run in their own processes, with the new code.
 
 Only the standard library at the top: the job's side (delegate) must cost nothing to import.
 """
@@ -203,7 +206,7 @@ def delegate(script: str, argv: list[str], environ: Mapping[str, str] = os.envir
         os.kill(os.getpid(), forwarded[-1])
         return 128 + forwarded[-1]
     print(
-        f"sidecar-bench: the run's process (forked by the job server {path}) ended without an exit "
+        f"sidecar-bench: the job's process (forked by the job server {path}) ended without an exit "
         "status; its log says how far it got",
         file=sys.stderr,
         flush=True,
@@ -216,9 +219,11 @@ def delegate_script(namespace: Mapping[str, Any]) -> None:
     `snakemake` object among them) and a job server listens, the server's forked process runs the file Snakemake
     wrote (__real_file__: its preamble, then the script) and this process exits with its status. Returns at once
     elsewhere: no server, none listening, a script run by hand or by the tests, or the forked process itself."""
-    if "snakemake" not in namespace:
+    # __real_file__: the file Snakemake wrote, with its preamble (its __file__ is the script's own path, which
+    # has none). Without it, a fork could not make the job's `snakemake` object: the job runs here.
+    if "snakemake" not in namespace or "__real_file__" not in namespace:
         return
-    status = delegate(str(namespace.get("__real_file__", namespace["__file__"])), sys.argv[1:])
+    status = delegate(str(namespace["__real_file__"]), sys.argv[1:])
     if status is not None:
         sys.exit(status)
 
@@ -228,9 +233,18 @@ def open_job_log(path: str) -> Any:
     this process."""
     log = open(path, "w")
     if forked():
-        print(f"process {os.getpid()}, forked by the workflow's job server (jobserver.py)", file=log)
+        print(
+            f"process {os.getpid()}, forked by the workflow's job server (jobserver.py)", file=log
+        )
         log.flush()
     return log
+
+
+def forget_inherited(environ: dict[str, str] = os.environ) -> None:
+    """A workflow that starts no server of its own: its jobs must not find another's (a workflow started from
+    one's job, a shell that has it set), which may run another checkout's library. OFF stays."""
+    if environ.get(ENV) != OFF:
+        environ.pop(ENV, None)
 
 
 def worth_starting(rule_names: list[str], engine: bool) -> bool:
@@ -319,6 +333,8 @@ def _child(conn: socket.socket) -> None:
         if len(header) < HEADER.size:
             header += _recv_exactly(conn, HEADER.size - len(header))
         request = json.loads(_recv_exactly(conn, HEADER.unpack(header)[0]))
+        if code_changed():
+            return  # no STARTED: the job runs the script itself, with the library as it is now
         sys.stdout.flush()
         sys.stderr.flush()
         for target, fd in enumerate(fds):
@@ -380,12 +396,40 @@ def import_for_jobs() -> None:
         skip_ssh_transport(json.loads(settings).get("hosts") or [])
     for name in (*JOB_MODULES, *preload.MODULES, *ANALYSIS_MODULES):
         importlib.import_module(name)
+    _stamp_code()
     # Frozen, the imports' objects are never walked by a forked process's collector (no copy-on-write of them).
     gc.freeze()
     if threads() != 1:
         raise JobServerError(
             f"the job server has {threads()} threads after its imports and cannot fork safely"
         )
+
+
+# (mtime, size) of each library module the server imported, when it imported it.
+_code_stamps: dict[str, tuple[int, int]] = {}
+
+
+def _stamp_code() -> None:
+    root = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and os.path.abspath(path).startswith(root):
+            status = os.stat(path)
+            _code_stamps[path] = (status.st_mtime_ns, status.st_size)
+
+
+def code_changed() -> bool:
+    """Whether a library module the server imported has changed (or gone) since: a process forked now would run
+    it as it was (an edit of charts.py while a workflow runs, say, whose analysis would then be made by the old
+    code and look up to date), so the job runs in its own process instead, with the code as it is now."""
+    for path, stamp in _code_stamps.items():
+        try:
+            status = os.stat(path)
+        except OSError:
+            return True
+        if (status.st_mtime_ns, status.st_size) != stamp:
+            return True
+    return False
 
 
 def serve(path: str) -> None:
@@ -502,11 +546,15 @@ def start(
 
 def stop() -> str | None:
     """End this process's job server (jobs still running in its forked processes go on to their end). What it
-    said if it failed (a server started without wait that never listened), else None."""
+    said if it had ended on its own before (a server started without wait whose imports failed, or one that
+    died), else None: the jobs after its end ran in their own processes."""
     if not _server:
         return None
     process = _server.pop("process")
     os.environ.pop(ENV, None)
+    # Ended before it was told to (its imports failed, or it died): what it said. One still importing when the
+    # workflow ends is told now, and its failure to say READY to nobody is no failure.
+    ended = process.poll()
     process.stdin.close()
     process.stdout.close()
     try:
@@ -516,9 +564,9 @@ def stop() -> str | None:
         process.wait()
     directory = _server.pop("directory")
     said = None
-    if process.returncode not in (0, -signal.SIGKILL):
+    if ended not in (None, 0):
         with open(os.path.join(directory, "server.log"), errors="replace") as said_file:
-            said = said_file.read().strip()[-500:] or f"exit status {process.returncode}"
+            said = said_file.read().strip()[-500:] or f"exit status {ended}"
     _remove(directory)
     _server.clear()
     return said

@@ -140,6 +140,8 @@ def hold_engines():
             logger.info(f"sidecar-bench: {line}")
     if jobserver.worth_starting(rules, engine):
         start_job_server(wait=engine)
+    else:
+        jobserver.forget_inherited()
 
 
 # The run and analysis jobs' processes forked from one that has the library imported
@@ -153,6 +155,8 @@ def start_job_server(wait):
         if jobserver.start(LIBRARY_DIR, wait=wait):
             logger.info(
                 "sidecar-bench: run and analysis jobs start from the job server (library imported once)"
+                if wait
+                else "sidecar-bench: analysis jobs start from the job server once it has imported the library"
             )
     except jobserver.JobServerError as err:
         logger.warning(f"sidecar-bench: {err}; each job imports the library itself")
@@ -164,7 +168,8 @@ def release_engines():
     said = jobserver.stop()
     if said:
         logger.warning(
-            f"sidecar-bench: the job server did not start ({said}); each job imported the library itself"
+            f"sidecar-bench: the job server ended early ({said}); the jobs after that imported the "
+            "library themselves"
         )
     engine_hold.release()
 

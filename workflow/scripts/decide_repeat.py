@@ -7,7 +7,7 @@ delegate_script(globals())
 
 import sys
 
-# Before the library's imports, so that an import error lands in the job's log too.
+# Before the library's other imports, so that an import error lands in the job's log too.
 sys.stderr = open_job_log(snakemake.log[0])
 
 from sidecar_bench.adaptive import AdaptiveSettings, decide_files
