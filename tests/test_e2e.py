@@ -5,6 +5,8 @@ conditions and repetitions each kind of change reruns."""
 import contextlib
 import json
 import os
+import shutil
+from pathlib import Path
 
 import docker
 import pandas as pd
@@ -319,6 +321,23 @@ def test_a_deleted_run_file_is_measured_again_and_only_it(finished, tmp_path):
     )
     for rule in ("aggregate_runs", "make_tables", "plot_charts", "model_report"):
         assert plan.jobs[rule] == 1, rule
+
+
+def test_an_analysis_rerun_starts_a_job_server_it_does_not_wait_for(finished, tmp_path):
+    """No run to make and two analysis jobs (an edit of the charts' code): the workflow starts its job server
+    without waiting for its imports (jobserver.worth_starting, start(wait=False)); the jobs run, forked once it
+    listens or in their own processes before, and its stop reports nothing."""
+    project, _, _ = finished
+    copy = Path(shutil.copytree(project, tmp_path / "project", symlinks=True))
+    with open(copy / "scripts" / "sidecar_bench" / "charts.py", "a") as charts:
+        charts.write("\n# edited\n")
+    done = snakemake(copy)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert "analysis jobs start from the job server once it has imported the library" in output
+    assert "ended early" not in output and "run_condition" not in output, output[-6000:]
+    for name in ("plot_charts", "model_report"):
+        assert "Finished jobid" in output and f"rule {name}:" in output, output[-6000:]
 
 
 def test_editing_the_charts_module_remakes_the_charts_and_measures_nothing(finished):
