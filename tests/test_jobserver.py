@@ -97,6 +97,23 @@ def server(tmp_path_factory):
             os.environ[jobserver.ENV] = saved
 
 
+@pytest.fixture()
+def own_server(monkeypatch):
+    """For a test that starts a server of its own: none named in the environment, and the module's (the fixture
+    server's, if it runs) set aside meanwhile."""
+    monkeypatch.delenv(jobserver.ENV, raising=False)
+    monkeypatch.setattr(jobserver, "_server", {})
+
+
+@pytest.fixture()
+def broken_docker(tmp_path, monkeypatch, own_server):
+    """A server started now fails its imports: the docker package it finds first raises."""
+    broken = tmp_path / "broken"
+    (broken / "docker").mkdir(parents=True)
+    (broken / "docker" / "__init__.py").write_text("raise ImportError('no docker here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(broken))
+
+
 def job(directory, *args, env=None, **kwargs):
     """The job's process: the client with the probe and its arguments (started, not waited for)."""
     return subprocess.Popen(
@@ -236,13 +253,7 @@ def test_the_server_ends_with_the_workflows_process(tmp_path):
         starter.kill()
 
 
-def test_a_server_whose_imports_fail_says_why_and_the_workflow_goes_on(tmp_path, monkeypatch):
-    broken = tmp_path / "broken"
-    (broken / "docker").mkdir(parents=True)
-    (broken / "docker" / "__init__.py").write_text("raise ImportError('no docker here')\n")
-    monkeypatch.setenv("PYTHONPATH", str(broken))
-    monkeypatch.delenv(jobserver.ENV, raising=False)
-    monkeypatch.setattr(jobserver, "_server", {})  # not the module's server, if one runs
+def test_a_server_whose_imports_fail_says_why_and_the_workflow_goes_on(broken_docker):
     started = time.monotonic()
     with pytest.raises(jobserver.JobServerError, match="no docker here"):
         jobserver.start(LIBRARY)
@@ -485,7 +496,9 @@ def test_every_analysis_rule_delegates_and_the_server_has_all_their_imports_done
     assert json.loads(done.stdout) == []
 
 
-def test_a_server_started_without_waiting_takes_the_jobs_once_it_listens(tmp_path, monkeypatch):
+def test_a_server_started_without_waiting_takes_the_jobs_once_it_listens(
+    tmp_path, monkeypatch, own_server
+):
     """For analysis jobs only: start returns before the server's imports are done; a job before it listens runs
     in its own process, the next ones are forked."""
     # The server's imports made 3 s slower (its interpreter's sitecustomize): the first job surely comes first.
@@ -493,8 +506,6 @@ def test_a_server_started_without_waiting_takes_the_jobs_once_it_listens(tmp_pat
     slow.mkdir()
     (slow / "sitecustomize.py").write_text("import time\ntime.sleep(3)\n")
     monkeypatch.setenv("PYTHONPATH", str(slow))
-    monkeypatch.delenv(jobserver.ENV, raising=False)
-    monkeypatch.setattr(jobserver, "_server", {})  # not the module's server, if one runs
     started = time.monotonic()
     path = jobserver.start(LIBRARY, wait=False)
     try:
@@ -516,13 +527,7 @@ def test_a_server_started_without_waiting_takes_the_jobs_once_it_listens(tmp_pat
         assert jobserver.stop() is None
 
 
-def test_a_server_started_without_waiting_that_fails_says_why_at_its_stop(tmp_path, monkeypatch):
-    broken = tmp_path / "broken"
-    (broken / "docker").mkdir(parents=True)
-    (broken / "docker" / "__init__.py").write_text("raise ImportError('no docker here')\n")
-    monkeypatch.setenv("PYTHONPATH", str(broken))
-    monkeypatch.delenv(jobserver.ENV, raising=False)
-    monkeypatch.setattr(jobserver, "_server", {})
+def test_a_server_started_without_waiting_that_fails_says_why_at_its_stop(tmp_path, broken_docker):
     path = jobserver.start(LIBRARY, wait=False)
     try:
         process = jobserver._server["process"]
@@ -536,24 +541,20 @@ def test_a_server_started_without_waiting_that_fails_says_why_at_its_stop(tmp_pa
     assert jobserver.ENV not in os.environ
 
 
-def test_a_server_stopped_while_it_still_imports_is_no_failure(monkeypatch):
+def test_a_server_stopped_while_it_still_imports_is_no_failure(own_server):
     """A short workflow of analysis jobs ends before its server listens: nothing to warn about."""
-    monkeypatch.delenv(jobserver.ENV, raising=False)
-    monkeypatch.setattr(jobserver, "_server", {})
     jobserver.start(LIBRARY, wait=False)
     assert jobserver.stop() is None
 
 
 def test_after_an_edit_of_a_module_it_imported_the_server_leaves_the_jobs_to_their_own_processes(
-    tmp_path, monkeypatch
+    tmp_path, own_server
 ):
     """Forked after charts.py changed, a job would run the old charts.py and its outputs would look up to date."""
     import shutil
 
     library = tmp_path / "library"
     shutil.copytree(Path(LIBRARY) / "sidecar_bench", library / "sidecar_bench")
-    monkeypatch.delenv(jobserver.ENV, raising=False)
-    monkeypatch.setattr(jobserver, "_server", {})
     path = jobserver.start(str(library))
     try:
         for name in ("before", "after"):
