@@ -163,34 +163,24 @@ class Measured:
 def measure(rows: pd.DataFrame, metric: str) -> Measured:
     """A metric over the given summary rows (usually one condition): value, interval ends and flag codes.
     Several rows (a grid cell of several conditions) average value and interval ends alike."""
-
-    def mean(column):
-        if column not in rows.columns:
-            return math.nan
-        values = rows[column].dropna()
-        return float(values.mean()) if len(values) else math.nan
-
-    codes: list[str] = []
-    for value in rows["flags"] if "flags" in rows.columns else []:
-        codes += [c for c in codes_of(value) if c not in codes]
-    return Measured(
-        mean(metric),
-        mean(f"{metric}_lo"),
-        mean(f"{metric}_hi"),
-        tuple(codes),
-        int(rows[metric].notna().sum()) if metric in rows.columns else 0,
-    )
+    return _measured(rows, metric, np.ones(len(rows), dtype=bool))
 
 
 def measured_at(rows: pd.DataFrame, load: float, metric: str) -> Measured:
-    """measure() of the rows at one total load, on the columns' arrays (a frame selection for each of the
-    tables' hundreds of cells was most of their time)."""
-    at_load = np.isclose(rows["total_sidecar_load_pct"].to_numpy(dtype="float64"), load)
+    """measure() of the rows at one total load."""
+    return _measured(
+        rows, metric, np.isclose(rows["total_sidecar_load_pct"].to_numpy(dtype="float64"), load)
+    )
+
+
+def _measured(rows: pd.DataFrame, metric: str, chosen: np.ndarray) -> Measured:
+    """measure() of the chosen rows, on the columns' arrays (a frame selection for each of the tables'
+    hundreds of cells was most of their time)."""
 
     def values(column: str) -> np.ndarray:
         if column not in rows.columns:
             return np.array([], dtype="float64")
-        picked = rows[column].to_numpy(dtype="float64", na_value=np.nan)[at_load]
+        picked = rows[column].to_numpy(dtype="float64", na_value=np.nan)[chosen]
         return picked[~np.isnan(picked)]
 
     def mean(column: str) -> float:
@@ -198,7 +188,7 @@ def measured_at(rows: pd.DataFrame, load: float, metric: str) -> Measured:
         return float(found.mean()) if len(found) else math.nan
 
     codes: list[str] = []
-    for value in rows["flags"].to_numpy()[at_load] if "flags" in rows.columns else []:
+    for value in rows["flags"].to_numpy()[chosen] if "flags" in rows.columns else []:
         codes += [c for c in codes_of(value) if c not in codes]
     return Measured(
         mean(metric),
