@@ -77,12 +77,12 @@ NETNS_PROBE = "cat /proc/net/snmp && echo @@stats && curl -sS --max-time 10 " + 
 BEFORE_SCRIPT = f"{environment.PROBE_SCRIPT}; echo @@netns; {NETNS_PROBE}"
 # After the window: the counters, then hey's CSV file ($1).
 AFTER_SCRIPT = f'{NETNS_PROBE} && echo && echo @@csv && cat "$1"'
-# The measured window's hey ("$@" after the CSV's path $1), then AFTER_SCRIPT in the same exec (one exec fewer):
-# the reads follow hey's exit at once, as they did as an exec of their own. @@hey carries hey's exit status and
-# @@hey and @@end the engine's clock (the reads' time is not hey's); the exec's own status is the reads'.
 # The end of an exec that reads the engine's clock: the exec's status (its reads'), its output's last line
 # @@end and `date +%s.%N` (split off again by _clock_end).
 CLOCK_END = '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
+# The measured window's hey ("$@" after the CSV's path $1), then AFTER_SCRIPT in the same exec (one exec fewer):
+# the reads follow hey's exit at once, as they did as an exec of their own. @@hey carries hey's exit status and
+# @@hey and @@end the engine's clock (the reads' time is not hey's); the exec's own status is the reads'.
 WINDOW_THEN_AFTER = (
     'csv=$1; shift; "$@"; echo "@@hey $? $(date +%s.%N)"; echo @@hey >&2; set -- "$csv"; '
     + AFTER_SCRIPT

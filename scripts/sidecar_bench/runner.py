@@ -210,7 +210,8 @@ def run_condition(
                     )
                 ready_s = measurement.wait_ready(load.warmup_s if fused else 0)
                 log.info("%s: app ready after %.1f s", condition.id, ready_s)
-                preload.wait()
+                if not fused:
+                    preload.wait()
                 if load.warmup.until_steady:
                     # Warm-up until steady (warmup.py): bursts until the rate stops rising.
                     warmed = warm_until_steady(measurement)

@@ -124,13 +124,15 @@ ADAPTIVE_ON = ADAPTIVE.enabled(REPEATS)
 
 
 # The engines' leases, taken once for every job when the jobs run on this machine
-# (scripts/sidecar_bench/engine_hold.py): a run then spends no time on a lease of its own.
-# The hooks run in Snakemake's own process, never in a dry run or a cluster job; --touch measures nothing.
+# (scripts/sidecar_bench/engine_hold.py): a run then spends no time on a lease of its own; and the job server
+# (start_job_server below). The hooks run in Snakemake's own process, never in a dry run or a cluster job;
+# --touch measures nothing.
 def hold_engines():
     from sidecar_bench import engine_hold, jobserver
 
     pending = list(workflow.dag.needrun_jobs())
     if workflow.touch or not workflow.local_exec:
+        jobserver.forget_inherited()
         return
     rules = [job.rule.name for job in pending]
     engine = engine_hold.needs_engine(rules, any(job.is_checkpoint for job in pending))
