@@ -19,7 +19,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from sidecar_bench import containers, hey, hosts, image, job, preload, record, runner
+from sidecar_bench import channel, containers, hey, hosts, image, job, preload, record, runner
 from conftest import hold_engine, terminal_signals_preexec, wait_until
 from sidecar_bench.conditions import Condition, LoadSettings
 import sidecar_bench.measurement as measurement_module
@@ -1424,26 +1424,32 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
 
 
 @pytest.mark.docker
-def test_a_warm_up_begins_after_the_jobs_late_imports_and_the_load_takes_two_load_generator_execs(
+def test_a_warm_up_begins_after_the_jobs_late_imports_and_the_load_takes_two_load_generator_steps(
     client, engine, tmp_path, monkeypatch
 ):
     # preload.py: pandas and pyarrow are imported in a thread while the job waits on the engine; the run
     # waits for them before any load. Here the "imports" take 2 s from the run's start: the warm-up (2 s)
     # and the window come after they end, not beside them.
-    # Readiness, the warm-up and the reads before the window are one exec, the window's hey and the reads after
-    # it another: an exec's set-up (~0.05 s) twice fewer a run. The reads still bracket the window alone.
+    # Readiness, the warm-up and the reads before the window are one step, the window's hey and the reads after
+    # it another, each a command over the load generator's channel (no exec at all). The reads still bracket
+    # the window alone.
     image_for(client, "sidecar-bench/task:go")
     ended = []
     late = threading.Thread(target=lambda: (time.sleep(2), ended.append(time.time())))
     monkeypatch.setattr(preload, "_thread", late)
-    execs = []
-    original = client.api.exec_create
+    execs, steps = [], []
+    original, original_run = client.api.exec_create, channel.Channel.run
 
     def exec_create(container, cmd, *args, **kwargs):
         execs.append(cmd)
         return original(container, cmd, *args, **kwargs)
 
+    def run(self, cmd, *args, **kwargs):
+        steps.append(cmd)
+        return original_run(self, cmd, *args, **kwargs)
+
     monkeypatch.setattr(client.api, "exec_create", exec_create)
+    monkeypatch.setattr(channel.Channel, "run", run)
     late.start()
     out = tmp_path / "run.parquet"
     runner.run_condition(
@@ -1458,10 +1464,12 @@ def test_a_warm_up_begins_after_the_jobs_late_imports_and_the_load_takes_two_loa
     _, meta = record.read_run(out)
     window_start = datetime.fromisoformat(meta["window"]["start"]).timestamp()
     assert window_start - ended[0] >= 2.0, (meta["window"], ended)
-    # One readiness exec, or more if the app did not answer within the first (each would warm up on its answer).
-    scripts = [cmd[3] for cmd in execs if cmd[:2] == ["sh", "-c"] and "hey" in cmd]
-    assert set(scripts[:-1]) == {"ready+warm-up"} and scripts[-1] == "window", execs
-    *_, warm_up, window = (cmd for cmd in execs if "hey" in cmd)
+    # One readiness step, or more if the app did not answer within the first (each would warm up on its answer).
+    scripts = [cmd[3] for cmd in steps if cmd[:2] == ["sh", "-c"] and "hey" in cmd]
+    assert set(scripts[:-1]) == {"ready+warm-up"} and scripts[-1] == "window", steps
+    # hey runs over the channel only; the execs left are the task's (its snapshots).
+    assert not [cmd for cmd in execs if "hey" in cmd], execs
+    *_, warm_up, window = (cmd for cmd in steps if "hey" in cmd)
     assert "csv" not in warm_up and "csv" in window  # the warm-up's hey formats no CSV
     # The reads before the window follow the warm-up (in its exec): the app's served count rose by the
     # window's responses alone, none of the warm-up's.

@@ -24,7 +24,8 @@ from .labels import CONDITION_LABEL, PART_LABEL, PROJECT, PROJECT_LABEL, RUN_LAB
 
 log = logging.getLogger(__name__)
 
-# PID 1 of the task and of the load generator, around the image's own entrypoint ("$@"): it ends the
+# PID 1 of the task (and of the task topology's containers), around the image's own entrypoint ("$@"); the load
+# generator's PID 1 is channel.SERVER, which ends the same way and also runs the runner's steps. It ends the
 # container when that command ends (with its status), when stdin ends, or at the deadline $1 (status 137),
 # whichever comes first. The runner attaches to the container's stdin before starting it (StdinOnce) and
 # holds the connection for the run; when the runner ends, even by kill -9, the connection closes, the

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import docker
 import docker.errors
 
-from . import cgroup, environment, hey, knobs, openloop
+from . import cgroup, channel, environment, hey, knobs, openloop
 from . import proxy as proxymod
 from .conditions import Condition, LoadSettings
 from .containers import (
@@ -198,6 +198,8 @@ class Measurement:
         self.run_id = run_id
         self.task: Any = None
         self.loadgen: Any = None
+        # The load generator's command channel (channel.py), made with it.
+        self.channel: channel.Channel | None = None
         # The attached stdin of each container (WATCH_SCRIPT): held open until remove().
         self.stdins: list[Any] = []
         # The before-window reads of the load generator (probe, Tcp counters, served), taken by wait_ready.
@@ -237,8 +239,8 @@ class Measurement:
         return watched(self.task_deadline_s(), entrypoint)
 
     def loadgen_entrypoint(self) -> list[str]:
-        """The load generator does nothing but host execs: it sleeps, and stops like the task."""
-        return watched(self.loadgen_deadline_s(), ["sleep", str(self.loadgen_deadline_s())])
+        """The load generator does nothing but run the runner's steps (channel.SERVER), and stops like the task."""
+        return channel.entrypoint(self.loadgen_deadline_s())
 
     def _start_attached(self, image: Any, **kwargs: Any) -> Any:
         """Create a container with stdin open for one client (StdinOnce), attach its stdin, then start it."""
@@ -285,15 +287,25 @@ class Measurement:
             self.start_open_generator()
 
     def create_loadgen(self) -> None:
-        """hey's container, to run in the task's network namespace, so that the load stays on its loopback."""
-        self.loadgen = self._create_attached(
+        """hey's container, to run in the task's network namespace, so that the load stays on its loopback. Its
+        steps come over its command channel (channel.py), its stdin, stdout and stderr attached."""
+        self.loadgen = self.client.containers.create(
             self.loadgen_image.id,
+            detach=False,
+            stdin_open=True,  # for one client (StdinOnce): the runner
             entrypoint=self.loadgen_entrypoint(),
             name=container_name(self.condition, self.run_id, "loadgen"),
             labels=labels(self.condition, self.run_id, "loadgen"),
             network_mode=f"container:{self.task.id}",
+            # Its stdout is the channel's: hey's CSV passes through it, not into the engine's log files.
+            log_config={"type": "none"},
             **hardening(LOADGEN_TMPFS),
         )
+        sock = self.client.api.attach_socket(
+            self.loadgen.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        )
+        self.stdins.append(sock)
+        self.channel = channel.Channel(sock)
 
     def start_loadgen(self) -> None:
         """Start hey's container (made by create_loadgen if not yet) in the task's network namespace."""
@@ -502,7 +514,8 @@ class Measurement:
         return exec_in(self.client, self.task.id, ["sh", "-c", script])
 
     def loadgen_exec(self, cmd: list[str]) -> ExecResult:
-        return exec_in(self.client, self.loadgen.id, cmd)
+        """A step in the load generator, over its command channel (the API call's timeout is the channel's)."""
+        return self.channel.run(cmd, self.client.api.timeout)
 
     def proxy_exec(self, script: str) -> ExecResult:
         """A shell script in the container a real proxy runs in (here: the task's)."""
