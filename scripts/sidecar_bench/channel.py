@@ -79,8 +79,8 @@ def encode(cmd: list[str]) -> bytes:
 
 def _done(out: bytearray) -> bool:
     """Whether stdout ends with the mark and a status."""
-    head, mark, tail = bytes(out[-TAIL:]).rpartition(MARK + b" ")
-    return bool(mark) and tail.endswith(b"\n") and tail[:-1].lstrip(b"-").isdigit()
+    _, mark, tail = bytes(out[-TAIL:]).rpartition(MARK + b" ")
+    return bool(mark) and tail.endswith(b"\n") and tail[:-1].isdigit()
 
 
 class Channel:

@@ -200,7 +200,7 @@ class Measurement:
         self.loadgen: Any = None
         # The load generator's command channel (channel.py), made with it.
         self.channel: channel.Channel | None = None
-        # The attached stdin of each container (WATCH_SCRIPT): held open until remove().
+        # The attached stdin of each container (WATCH_SCRIPT, channel.SERVER): held open until remove().
         self.stdins: list[Any] = []
         # The before-window reads of the load generator (probe, Tcp counters, served), taken by wait_ready.
         self.before: tuple[str, dict[str, int], int] | None = None
@@ -248,13 +248,13 @@ class Measurement:
         container.start()
         return container
 
-    def _create_attached(self, image: Any, **kwargs: Any) -> Any:
-        """Create a container with stdin open for one client (StdinOnce) and attach its stdin."""
+    def _create_attached(self, image: Any, output: bool = False, **kwargs: Any) -> Any:
+        """Create a container with stdin open for one client (StdinOnce) and attach its stdin (with output, its
+        stdout and stderr too: the last of self.stdins is then the load generator's command channel)."""
         container = self.client.containers.create(image, detach=False, stdin_open=True, **kwargs)
-        # Only stdin: an attached stdout nobody reads could hold up the container's writes.
-        self.stdins.append(
-            self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
-        )
+        # Only stdin unless asked: an attached stdout nobody reads could hold up the container's writes.
+        params = {"stdin": 1, "stream": 1, **({"stdout": 1, "stderr": 1} if output else {})}
+        self.stdins.append(self.client.api.attach_socket(container.id, params=params))
         return container
 
     def start(self) -> None:
@@ -289,10 +289,9 @@ class Measurement:
     def create_loadgen(self) -> None:
         """hey's container, to run in the task's network namespace, so that the load stays on its loopback. Its
         steps come over its command channel (channel.py), its stdin, stdout and stderr attached."""
-        self.loadgen = self.client.containers.create(
+        self.loadgen = self._create_attached(
             self.loadgen_image.id,
-            detach=False,
-            stdin_open=True,  # for one client (StdinOnce): the runner
+            output=True,
             entrypoint=self.loadgen_entrypoint(),
             name=container_name(self.condition, self.run_id, "loadgen"),
             labels=labels(self.condition, self.run_id, "loadgen"),
@@ -301,11 +300,7 @@ class Measurement:
             log_config={"type": "none"},
             **hardening(LOADGEN_TMPFS),
         )
-        sock = self.client.api.attach_socket(
-            self.loadgen.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
-        )
-        self.stdins.append(sock)
-        self.channel = channel.Channel(sock)
+        self.channel = channel.Channel(self.stdins[-1])
 
     def start_loadgen(self) -> None:
         """Start hey's container (made by create_loadgen if not yet) in the task's network namespace."""
