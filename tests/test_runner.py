@@ -19,7 +19,18 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from sidecar_bench import channel, containers, hey, hosts, image, job, preload, record, runner
+from sidecar_bench import (
+    channel,
+    containers,
+    hey,
+    hostreads,
+    hosts,
+    image,
+    job,
+    preload,
+    record,
+    runner,
+)
 from conftest import hold_engine, terminal_signals_preexec, wait_until
 from sidecar_bench.conditions import Condition, LoadSettings
 import sidecar_bench.measurement as measurement_module
@@ -1421,6 +1432,38 @@ def test_go_run_writes_requests_throttling_and_sidecar_cpu(client, engine, tmp_p
     assert host["total_s"] == pytest.approx(host["cpus"] * window_s, rel=0.1), (host, window_s)
     assert meta["loadgen"]["cpu_s"] > 0 and meta["requests"]["cap_reached"] is False
     assert leftovers(client, GO_TEST) == []
+    # The task's snapshots were read from this host, as on every local engine (hostreads.py).
+    assert env["task_reads"] == "host"
+
+
+@pytest.mark.docker
+def test_a_run_whose_task_is_read_by_exec_makes_the_same_checks(
+    client, engine, tmp_path, monkeypatch
+):
+    # What a remote engine's runs do (and SIDECAR_BENCH_TASK_READS=exec asks for): the snapshots by an exec in
+    # the task. The same counters, roles and limits come back.
+    image_for(client, "sidecar-bench/task:go-sidecar")
+    monkeypatch.setenv(hostreads.ENV, "exec")
+    out = tmp_path / "run.parquet"
+    runner.run_condition(
+        client,
+        GO_TEST,
+        LoadSettings(duration_s=2, concurrency=10, ready_timeout_s=60),
+        "sidecar-bench/task:go-sidecar",
+        "sidecar-bench/loadgen:latest",
+        out,
+        "local",
+    )
+    _, meta = record.read_run(out)
+    cpu = meta["cgroup"]
+    assert meta["environment"]["task_reads"] == "exec"
+    assert cpu["source"] == "cgroup-v1" and 0 < cpu["nr_throttled"] <= cpu["nr_periods"]
+    app, proxy = meta["processes"]
+    assert (
+        (app["role"], proxy["role"]) == ("app", "proxy") and app["cpu_s"] > 0 and proxy["cpu_s"] > 0
+    )
+    assert meta["limits"]["cpu_quota_us"] == 25000 and meta["limits"]["swap_limit_bytes"] == 0
+    assert leftovers(client, GO_TEST) == []
 
 
 @pytest.mark.docker
@@ -1467,8 +1510,8 @@ def test_a_warm_up_begins_after_the_jobs_late_imports_and_the_load_takes_two_loa
     # One readiness step, or more if the app did not answer within the first (each would warm up on its answer).
     scripts = [cmd[3] for cmd in steps if cmd[:2] == ["sh", "-c"] and "hey" in cmd]
     assert set(scripts[:-1]) == {"ready+warm-up"} and scripts[-1] == "window", steps
-    # hey runs over the channel only; the execs left are the task's (its snapshots).
-    assert not [cmd for cmd in execs if "hey" in cmd], execs
+    # hey runs over the channel only, and the task's snapshots are read from this host (hostreads.py): no exec.
+    assert execs == [] and meta["environment"]["task_reads"] == "host", execs
     *_, warm_up, window = (cmd for cmd in steps if "hey" in cmd)
     assert "csv" not in warm_up and "csv" in window  # the warm-up's hey formats no CSV
     # The reads before the window follow the warm-up (in its exec): the app's served count rose by the

@@ -10,7 +10,8 @@ Images: image (builds the task and load-generator images on each host).
 Runs: runjob (what a run job is given: its command line, the workflow's settings), jobserver (the job's process
 forked from one that has the library imported) -> job (the run job: an
 engine, its lease, progress) -> runner (one run's sequence) -> measurement and
-task_measurement (the steps on the engine) -> cgroup, hey, openloop, warmup, environment (what is read) ->
+task_measurement (the steps on the engine) -> cgroup (and hostreads: a local task's snapshot read from this host),
+hey, openloop, warmup, environment (what is read) ->
 record (the run file). Their plumbing: hosts, sshconn, transports (the SDK's SSH transport left out where no
 engine needs it), lease, engine_hold (a workflow's lease for all its jobs), containers, channel (the load generator's steps over
 its attached stdin and stdout), labels, signals, failures, checks, preload (the imports a run needs after its load, made while

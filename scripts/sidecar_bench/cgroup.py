@@ -3,9 +3,10 @@
 A snapshot is the output of SNAPSHOT_SCRIPT run by `docker exec` inside the task:
 the cgroup files of whichever hierarchy the engine uses (v1 or v2), the roles
 file the entrypoint writes, and /proc/PID/stat of every process. Reading them
-through exec works on remote engines too. Parsing here is pure (text ->
-dataclass); the runner takes one snapshot right before hey and one right after,
-and stores the deltas.
+through exec works on remote engines too; on a local engine hostreads.py makes
+the same text from this host's files, without an exec. Parsing here is pure
+(text -> dataclass); the runner takes one snapshot right before hey and one
+right after, and stores the deltas.
 
 Units: cgroup v1 counts throttled_time and cpuacct.usage in ns, v2 counts
 throttled_usec and usage_usec in µs; both are held here in ns.

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import docker
 import docker.errors
 
-from . import cgroup, channel, environment, hey, knobs, openloop
+from . import cgroup, channel, environment, hey, hostreads, knobs, openloop
 from . import proxy as proxymod
 from .conditions import Condition, LoadSettings
 from .containers import (
@@ -206,6 +206,11 @@ class Measurement:
         self.before: tuple[str, dict[str, int], int] | None = None
         # The after-window reads, when the window's exec took them (window).
         self.after: ExecResult | None = None
+        # The task's reads from this host (hostreads.py), looked for by the first snapshot (None where they
+        # cannot be made); and how each snapshot was read ("host" or "exec"), for the run file.
+        self.host_reads: hostreads.HostReads | None = None
+        self.host_reads_looked = False
+        self.task_reads: list[str] = []
         # Set once the measured window's steps begin: a death from then on is a death inside the window.
         self.in_window = False
         # Open loop: the rate and generator, its container, and the measured window's summary.
@@ -571,7 +576,14 @@ class Measurement:
                 )
 
     def snapshot(self, wait_roles: bool = False) -> tuple[cgroup.TaskSnapshot, float]:
-        """The task's cgroup and processes (first waiting for the roles file if wait_roles), and when it returned."""
+        """The task's cgroup and processes (first waiting for the roles file if wait_roles), and when it returned.
+
+        On a local engine they are read from this host (hostreads.py), else by an exec in the task."""
+        text = self._snapshot_here(wait_roles)
+        if text is not None:
+            taken = time.monotonic()
+            self.task_reads.append("host")
+            return cgroup.parse_snapshot(text), taken
         if wait_roles:
             polls = str(max(1, round(ROLES_WAIT_S / READY_POLL_S)))
             result = exec_in(
@@ -590,15 +602,37 @@ class Measurement:
         else:
             result = self.task_exec(cgroup.SNAPSHOT_SCRIPT)
         taken = time.monotonic()
+        self.task_reads.append("exec")
         if result.exit_code == NOT_READY and wait_roles:
-            raise self.start_error(
-                f"answered /work but did not write {cgroup.ROLES_FILE} within {ROLES_WAIT_S:g} s"
-            )
+            raise self.roles_missing()
         if result.exit_code != 0:
             raise RunError(
                 f"{self.condition.id}: reading the cgroup inside the task failed: {result.stderr[:300]}"
             )
         return cgroup.parse_snapshot(result.stdout), taken
+
+    def roles_missing(self) -> RunError:
+        return self.start_error(
+            f"answered /work but did not write {cgroup.ROLES_FILE} within {ROLES_WAIT_S:g} s"
+        )
+
+    def _snapshot_here(self, wait_roles: bool) -> str | None:
+        """The snapshot's text read from this host, or None where it cannot be (then the exec reads it, and
+        reports what went wrong as it always did)."""
+        if not self.host_reads_looked:
+            self.host_reads_looked = True
+            self.host_reads = hostreads.HostReads.locate(self.client, self.task.id)
+        if self.host_reads is None:
+            return None
+        if wait_roles:
+            written = self.host_reads.wait_roles(
+                max(1, round(ROLES_WAIT_S / READY_POLL_S)), READY_POLL_S
+            )
+            if written is None:
+                return None
+            if not written:
+                raise self.roles_missing()
+        return self.host_reads.snapshot_text()
 
     def docker_counters(self) -> cgroup.CgroupCounters:
         return cgroup.parse_docker_stats(self.task.stats(stream=False, one_shot=True))

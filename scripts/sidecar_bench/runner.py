@@ -264,6 +264,8 @@ def run_condition(
                 "run_start": run_started,
                 "run_end": utc_now(),
                 "ready_s": round(ready_s, 3),
+                # How the task's snapshots were read: "host" (hostreads.py) or "exec", each in turn.
+                "task_reads": "+".join(dict.fromkeys(measurement.task_reads)),
                 "docker_sdk_version": docker.__version__,
                 **(extra_environment or {}),
             },

@@ -163,6 +163,7 @@ class TaskMeasurement(Measurement):
             taskcgroup.read_command(self.info, self.cgroup_name, self.containers_by_role()),
         )
         taken = time.monotonic()
+        self.task_reads.append("exec")  # the reader container's
         if result.exit_code != 0:
             raise RunError(
                 f"{self.condition.id}: reading the task cgroup failed: {result.stderr[:300]}"
