@@ -148,6 +148,15 @@ def test_a_task_that_cannot_be_shown_to_be_the_containers_is_not_read_here(tmp_p
     # The engine gives no PID for a stopped container.
     assert hostreads.HostReads.at(0, ID, str(proc)) is None
     assert hostreads.HostReads.at(999, ID, str(proc)) is None  # no such process here
+    # Its file system closed to this process (/proc/PID/root needs ptrace's read access: a runner that is not
+    # root, in the docker group, may not look in): the roles file could not be read, so nothing is.
+    root = proc / "500" / "root"
+    root.rename(proc / "500" / "root.saved")
+    root.write_text("")
+    assert hostreads.HostReads.at(500, ID, str(proc)) is None
+    root.unlink()
+    (proc / "500" / "root.saved").rename(root)
+    assert hostreads.HostReads.at(500, ID, str(proc)) is not None
     # Hierarchies mounted from below their roots: this process sees only part of the tree.
     mountinfo = proc / "self" / "mountinfo"
     mountinfo.write_text(mountinfo.read_text().replace(" / ", " /docker/x "))

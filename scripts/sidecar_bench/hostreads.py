@@ -18,8 +18,9 @@ charges nothing to the task's cgroup (an exec's shell ran inside it, at the wind
 
 It is used only where it can be checked to see that task: the SDK's local socket (never ssh://
 or tcp://, whose engines are on other hosts), the task's PID 1 visible in this /proc with the
-container's id in its cgroup path, and the cgroup hierarchies mounted at their roots here (not
-the case inside another container). Anything else, or SIDECAR_BENCH_TASK_READS=exec, keeps the
+container's id in its cgroup path, its file system open to this process (root, or the engine's
+own user with rootless Docker), and the cgroup hierarchies mounted at their roots here (not the
+case inside another container). Anything else, or SIDECAR_BENCH_TASK_READS=exec, keeps the
 exec. A read that cannot vouch for itself (PID 1 gone or replaced, its cgroup gone, the CPU
 counters unreadable) returns None and the caller takes the exec, which fails as it always did.
 """
@@ -125,7 +126,7 @@ class HostReads:
         mountinfo = _read(f"{proc}/self/mountinfo")
         own = _read(f"{proc}/{pid}/cgroup")
         start = _starttime(_read(f"{proc}/{pid}/stat"))
-        if mountinfo is None or own is None or start is None:
+        if mountinfo is None or own is None or start is None or not _enters(f"{proc}/{pid}/root"):
             return None
         mounts = cgroup_mounts(mountinfo)
         paths = task_cgroups(own)
@@ -225,6 +226,16 @@ class HostReads:
             return None
         lines.append("@@end")
         return "\n".join(lines) + "\n"
+
+
+def _enters(root: str) -> bool:
+    """Whether this process may look into the task's file system (the roles file): /proc/PID/root asks for
+    ptrace's read access, which a runner that is not root (a member of the docker group) lacks."""
+    try:
+        os.stat(f"{root}/.")
+    except OSError:
+        return False
+    return True
 
 
 def _starttime(stat: str | None) -> int | None:
