@@ -15,10 +15,12 @@ and window), plus the gap between two processes. Each run's time is split by pha
     checks          engine info, capacity check, stale-container sweep, image lookup
     task start      creating and starting the task and the load generator
     readiness       polling until the app answers (the time wait_ready returns)
-    loadgen         hey's execs beyond their load: exec set-up, hey's exit and CSV write; the warm-up's
-                    exec (the readiness exec, for a fixed warm-up) also takes the reads before the window,
-                    and the window's the reads after it and copying hey's CSV back
-    reads           the task's snapshots around the window (and other reads in an exec of their own)
+    loadgen         hey's steps beyond their load (commands over the load generator's channel, channel.py):
+                    hey's start, exit and CSV write; the warm-up's step (the readiness step, for a fixed
+                    warm-up) also takes the reads before the window, and the window's the reads after it
+                    and copying hey's CSV back
+    reads           the task's snapshots around the window (read from this host on a local engine,
+                    hostreads.py; else an exec each), and other reads in a step of their own
     parsing         parsing and checking hey's CSV
     writing         the run file
     clean-up        removing the run's containers

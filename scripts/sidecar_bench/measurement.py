@@ -49,7 +49,7 @@ APP_URL = "http://127.0.0.1:8080"
 WORK_URL = f"{APP_URL}/work"
 STATS_URL = f"{APP_URL}/stats"
 READY_POLL_S = 0.05
-# One readiness exec polls this long; between two, the task's state is checked.
+# One readiness step polls this long; between two, the task's state is checked.
 READY_EXEC_S = 1.0
 # The entrypoint writes the roles file right after starting the processes, before the app
 # answers: waiting this long for it once the app answers is ample.
@@ -73,16 +73,16 @@ LOADGEN_CSV = "/tmp/hey.csv"
 # after hey's duration instead, one CFS period for the requests still in flight.
 LOAD_END_MARGIN_S = 0.1
 NETNS_PROBE = "cat /proc/net/snmp && echo @@stats && curl -sS --max-time 10 " + STATS_URL
-# Before the window: the environment probe and the network namespace counters in one exec.
+# Before the window: the environment probe and the network namespace counters in one step.
 BEFORE_SCRIPT = f"{environment.PROBE_SCRIPT}; echo @@netns; {NETNS_PROBE}"
 # After the window: the counters, then hey's CSV file ($1).
 AFTER_SCRIPT = f'{NETNS_PROBE} && echo && echo @@csv && cat "$1"'
-# The end of an exec that reads the engine's clock: the exec's status (its reads'), its output's last line
+# The end of a step that reads the engine's clock: the step's status (its reads'), its output's last line
 # @@end and `date +%s.%N` (split off again by _clock_end).
 CLOCK_END = '\nstatus=$?; echo; echo "@@end $(date +%s.%N)"; exit $status\n'
-# The measured window's hey ("$@" after the CSV's path $1), then AFTER_SCRIPT in the same exec (one exec fewer):
-# the reads follow hey's exit at once, as they did as an exec of their own. @@hey carries hey's exit status and
-# @@hey and @@end the engine's clock (the reads' time is not hey's); the exec's own status is the reads'.
+# The measured window's hey ("$@" after the CSV's path $1), then AFTER_SCRIPT in the same step (one step fewer):
+# the reads follow hey's exit at once, as they did as a step of their own. @@hey carries hey's exit status and
+# @@hey and @@end the engine's clock (the reads' time is not hey's); the step's own status is the reads'.
 WINDOW_THEN_AFTER = (
     'csv=$1; shift; "$@"; echo "@@hey $? $(date +%s.%N)"; echo @@hey >&2; set -- "$csv"; '
     + AFTER_SCRIPT
@@ -96,17 +96,17 @@ until code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1"); [ "$code
   sleep "$3"
 done
 """
-# @@ready and @@end carry the engine's clock (`date +%s.%N`) when the app answered and when the exec's reads
-# ended: the runner takes what came between them (a warm-up, the reads) from the exec's time, and what is left
-# is the app's readiness. The exec's status is the reads'.
+# @@ready and @@end carry the engine's clock (`date +%s.%N`) when the app answered and when the step's reads
+# ended: the runner takes what came between them (a warm-up, the reads) from the step's time, and what is left
+# is the app's readiness. The step's status is the reads'.
 READY_AT = 'echo "@@ready $(date +%s.%N)"\n'
-# Readiness (READY_POLL), then BEFORE_SCRIPT in the same exec (one exec instead of two).
+# Readiness (READY_POLL), then BEFORE_SCRIPT in the same step (one step instead of two).
 READY_SCRIPT = READY_POLL + READY_AT + BEFORE_SCRIPT + CLOCK_END
-# A warm-up's hey ("$@", its output discarded), then BEFORE_SCRIPT in the same exec (one exec fewer): the reads
-# follow the warm-up's load at once, as they did as an exec of their own. @@before carries hey's exit status.
+# A warm-up's hey ("$@", its output discarded), then BEFORE_SCRIPT in the same step (one step fewer): the reads
+# follow the warm-up's load at once, as they did as a step of their own. @@before carries hey's exit status.
 WARMUP_THEN_BEFORE = '"$@" > /dev/null 2>&1; echo "@@before $?"; ' + BEFORE_SCRIPT
-# Readiness, the warm-up and the reads after it, in one exec: the warm-up ("$@" after the poll's three
-# arguments) begins as soon as the app answers, without an exec's set-up between them.
+# Readiness, the warm-up and the reads after it, in one step: the warm-up ("$@" after the poll's three
+# arguments) begins as soon as the app answers, without a step's set-up between them.
 READY_THEN_WARMUP = READY_POLL + READY_AT + "shift 3\n" + WARMUP_THEN_BEFORE + CLOCK_END
 # In the task, before the window: wait for the roles file ($1, every $3 s, at most $2 times; exit 99 if it never
 # comes), then the snapshot. The sleeps fall before the snapshot's reads, outside the measured window.
@@ -152,7 +152,7 @@ class OpenLoad:
 
 
 def _clock_end(text: str) -> tuple[str, str | None]:
-    """An exec's output ending in CLOCK_END -> (the output before it, the clock's reading; None without one)."""
+    """A step's output ending in CLOCK_END -> (the output before it, the clock's reading; None without one)."""
     body, marker, reading = text.rpartition("\n@@end ")
     return (body, reading) if marker else (text, None)
 
@@ -204,7 +204,7 @@ class Measurement:
         self.stdins: list[Any] = []
         # The before-window reads of the load generator (probe, Tcp counters, served), taken by wait_ready.
         self.before: tuple[str, dict[str, int], int] | None = None
-        # The after-window reads, when the window's exec took them (window).
+        # The after-window reads, when the window's step took them (window).
         self.after: ExecResult | None = None
         # The task's reads from this host (hostreads.py), looked for by the first snapshot (None where they
         # cannot be made); and how each snapshot was read ("host" or "exec"), for the run file.
@@ -524,9 +524,9 @@ class Measurement:
     def wait_ready(self, warmup_s: float = 0) -> float:
         """Block until /work answers 200; return the seconds it took. Also takes the before-window reads.
 
-        Polling runs inside one exec (READY_EXEC_S long at most), and the same exec goes on
-        to the environment probe and the network namespace counters: an API round trip
-        costs more than a poll interval. With warmup_s (a closed loop's fixed warm-up), the same exec
+        Polling runs inside one step over the load generator's channel (READY_EXEC_S long at most), and the
+        same step goes on to the environment probe and the network namespace counters: a round trip
+        costs more than a poll interval. With warmup_s (a closed loop's fixed warm-up), the same step
         also runs the warm-up between the two (READY_THEN_WARMUP): the caller makes no load of its own
         after this returns but the measured window's.
         """
@@ -549,14 +549,14 @@ class Measurement:
                 ready_at, _, text = rest.partition("\n")
                 reads, end_at = _clock_end(text)
                 # What came after the app's answer (a warm-up, the reads), on the engine's clock, is not its
-                # readiness (without both clock readings, the exec's whole time: an upper bound).
+                # readiness (without both clock readings, the step's whole time: an upper bound).
                 ready_s = returned - started - _between(ready_at, end_at)
                 if ready and not fused:
                     self.before = self._before_window(result, reads)
                     return ready_s
             except (docker.errors.APIError, RunError):
-                # An exec into a container that has just died (409), or reads cut off by the app's
-                # death (too little memory, say): the task's state says why, once it has exited.
+                # A step whose channel ended (its container gone), or reads cut off by the app's death (too
+                # little memory, say): the task's state says why, once it has exited.
                 if self.task_exits_within(DYING_WAIT_S):
                     during = " or during its warm-up" if fused else ""
                     raise self.start_error(f"exited before it answered /work{during}") from None
@@ -643,10 +643,10 @@ class Measurement:
         self.before = self._before_window(result, result.stdout)
 
     def warm_up(self, duration_s: float) -> None:
-        """A warm-up's load, not recorded, then the before-window reads (before_window), an exec of their own.
+        """A warm-up's load, not recorded, then the before-window reads (before_window), a step of their own.
 
         The runner calls it for an open loop, which warms up from its own generator's container; a closed loop's
-        fixed warm-up runs in the readiness exec instead (wait_ready, READY_THEN_WARMUP)."""
+        fixed warm-up runs in the readiness step instead (wait_ready, READY_THEN_WARMUP)."""
         self.generate(duration_s, "/dev/null", warmup=True)
         self.before_window()
 
@@ -671,7 +671,7 @@ class Measurement:
     def window(self, duration_s: float) -> tuple[ExecResult, float]:
         """The measured window's load -> (its result: hey's status and output, its wall time in seconds).
 
-        A closed loop's hey is followed by the after-window reads in the same exec (WINDOW_THEN_AFTER), kept for
+        A closed loop's hey is followed by the after-window reads in the same step (WINDOW_THEN_AFTER), kept for
         after_window; their time is not the load's."""
         started = time.monotonic()
         if self.open_load is not None:
@@ -692,7 +692,7 @@ class Measurement:
         line, _, text = rest.partition("\n")
         status, _, hey_end = line.partition(" ")
         if not marker or not status.isdigit():
-            # The exec ended before hey did: hey failed, and after_window reads on its own (and fails, if it must).
+            # The step ended before hey did: hey failed, and after_window reads on its own (and fails, if it must).
             return ExecResult(result.exit_code or -1, head, result.stderr), wall
         reads, end = _clock_end(text)
         # stderr: hey's, then the reads' (curl's) after the marker.
@@ -702,7 +702,7 @@ class Measurement:
 
     def after_window(self) -> tuple[dict[str, int], int, str]:
         """The network namespace counters, then hey's CSV file -> (Tcp counters, served, CSV text): from the
-        window's own exec (window), else an exec of their own.
+        window's own step (window), else a step of their own.
 
         Open loop: the CSV is the open-loop generator's, from its own container."""
         csv_file = "/dev/null" if self.open_load is not None else LOADGEN_CSV
@@ -722,7 +722,7 @@ class Measurement:
         return self.loadgen_exec(self.hey_command(duration_s, csv_path))
 
     def hey_command(self, duration_s: float, csv_path: str, csv: bool = True) -> list[str]:
-        """hey's exec (hey.command_to_file), killed if it outlives its duration by HEY_GRACE_S. Without csv
+        """hey's command (hey.command_to_file), killed if it outlives its duration by HEY_GRACE_S. Without csv
         (a warm-up's, whose output nobody reads) hey prints its summary instead: the same load, without the
         CSV's formatting after it (about 15 µs a response)."""
         limit = f"{duration_s + HEY_GRACE_S:g}"
