@@ -3,6 +3,8 @@ the task, pids as the task numbers them; used only where it can be shown to be t
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -18,17 +20,7 @@ from sidecar_bench.containers import exec_in
 from test_runner import image_for
 
 ID = "ab" * 32
-STAT = "{pid} ({comm}) S {ppid} 1 1 0 -1 4194560 100 0 0 0 {utime} {stime} {cutime} 0 20 0 1 0 {start} 1000 10"
-V1_MOUNTS = """\
-22 1 0:20 / /sys rw - sysfs sysfs rw
-31 22 0:28 / {root}/sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-32 31 0:29 / {root}/sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
-33 31 0:30 / {root}/sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
-35 31 0:32 / {root}/sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-40 31 0:37 / {root}/sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
-41 31 0:38 / {root}/sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-"""
-V2_MOUNTS = "31 22 0:28 / {root}/sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+STAT = "{pid} ({comm}) S {ppid} 1 1 0 -1 4194560 100 0 0 0 {utime} 1 2 0 20 0 1 0 {start} 1000 10"
 
 
 def write(path: Path, text: str) -> None:
@@ -36,63 +28,70 @@ def write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def process(
-    proc: Path, host_pid: int, ns_pid: int, ppid: int, comm: str, ticks: int, start: int
-) -> None:
-    write(
-        proc / str(host_pid) / "stat",
-        STAT.format(pid=host_pid, comm=comm, ppid=ppid, utime=ticks, stime=1, cutime=2, start=start)
-        + "\n",
-    )
-    write(proc / str(host_pid) / "status", f"Name:\t{comm}\nNSpid:\t{host_pid}\t{ns_pid}\n")
-
-
 def task_tree(tmp_path: Path, version: int = 1) -> tuple[Path, Path]:
-    """A fake host: a task whose PID 1 is host pid 500 (1 inside), its app 501 (7) and a sidecar 502 (8), an exec's
-    shell 503 (20) whose parent is outside the task; its cgroup files under tmp_path/sys. -> (proc, cgroup dir)."""
+    """A fake host: a task whose PID 1 is host pid 500, its file system under /proc/500/root as the task sees it
+    (its cgroup files, its roles file, its own /proc: PID 1, the app 7, a sidecar 8, an exec's shell 20 whose
+    parent is outside the task, a zombie 9). -> (the host's /proc, the task's root)."""
     proc = tmp_path / "proc"
-    mounts = (V1_MOUNTS if version == 1 else V2_MOUNTS).format(root=tmp_path)
-    write(proc / "self" / "mountinfo", mounts)
+    root = proc / "500" / "root"
+    write(
+        proc / "500" / "cgroup",
+        f"4:memory:/docker/{ID}\n1:cpu,cpuacct:/docker/{ID}\n0::/docker/{ID}\n",
+    )
+    write(
+        proc / "500" / "stat", STAT.format(pid=500, comm="sh", ppid=480, utime=3, start=7000) + "\n"
+    )
+    fs = root / "sys" / "fs" / "cgroup"
     if version == 1:
-        lines = [f"{n}:{c}:/docker/{ID}" for n, c in ((1, "cpu"), (2, "cpuacct"), (4, "memory"))]
-        lines += [f"9:name=systemd:/docker/{ID}", f"0::/docker/{ID}"]
-        cpu = tmp_path / "sys/fs/cgroup/cpu/docker" / ID
+        # Co-mounted controllers, as runc lays them out: cpu and cpuacct are links to cpu,cpuacct.
+        cpu = fs / "cpu,cpuacct"
         write(cpu / "cpu.stat", "nr_periods 40\nnr_throttled 30\nthrottled_time 900000000\n")
+        write(cpu / "cpuacct.usage", "1234567890\n")
         write(cpu / "cpu.cfs_quota_us", "25000\n")
         write(cpu / "cpu.cfs_period_us", "100000\n")
         write(cpu / "cpu.shares", "1024\n")
-        write(cpu / "cgroup.procs", "500\n501\n502\n503\n")
-        acct = tmp_path / "sys/fs/cgroup/cpuacct/docker" / ID
-        write(acct / "cpuacct.usage", "1234567890\n")
-        memory = tmp_path / "sys/fs/cgroup/memory/docker" / ID
+        (fs / "cpu").symlink_to("cpu,cpuacct")
+        (fs / "cpuacct").symlink_to("cpu,cpuacct")
+        memory = fs / "memory"
         write(memory / "memory.limit_in_bytes", f"{512 * 2**20}\n")
         write(memory / "memory.memsw.limit_in_bytes", f"{512 * 2**20}\n")
         write(memory / "memory.max_usage_in_bytes", "4075520\n")
         write(memory / "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
-        directory = cpu
     else:
-        lines = [f"0::/system.slice/docker-{ID}.scope"]
-        directory = tmp_path / "sys/fs/cgroup/system.slice" / f"docker-{ID}.scope"
         write(
-            directory / "cpu.stat",
+            fs / "cpu.stat",
             "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\nnr_periods 40\nnr_throttled 30\n"
             "throttled_usec 900000\n",
         )
-        write(directory / "cpu.max", "25000 100000\n")
-        write(directory / "memory.max", f"{512 * 2**20}\n")
-        write(directory / "memory.swap.max", "0\n")
-        write(directory / "memory.events", "low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n")
-        write(directory / "cpu.weight", "100\n")
-        write(directory / "cgroup.procs", "500\n501\n502\n503\n")
-    write(proc / "500" / "cgroup", "\n".join(lines) + "\n")
-    process(proc, 500, 1, 480, "sh", 3, 7000)
-    process(proc, 501, 7, 500, "app-go", 250, 7010)
-    process(proc, 502, 8, 500, "python3", 40, 7011)
-    process(proc, 503, 20, 490, "sh", 1, 7100)
-    write(proc / "500" / "root" / cgroup.ROLES_FILE.lstrip("/"), "app 7\nproxy 8\n")
-    write(proc / "uptime", "78.50 120.00\n")
-    write(proc / "stat", "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\nintr 1 2\n")
-    return proc, directory
+        write(fs / "cpu.max", "25000 100000\n")
+        write(fs / "memory.max", f"{512 * 2**20}\n")
+        write(fs / "memory.swap.max", "0\n")
+        write(fs / "memory.events", "low 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n")
+        write(fs / "cpu.weight", "100\n")
+    for pid, comm, ppid, ticks, start in (
+        (1, "sh", 0, 3, 7000),
+        (7, "app-go", 1, 250, 7010),
+        (8, "python3", 1, 40, 7011),
+        (
+            9,
+            "python3",
+            8,
+            5,
+            7050,
+        ),  # a zombie: /proc lists it until it is reaped, and so does the exec's
+        (20, "sh", 0, 1, 7100),
+    ):
+        write(
+            root / "proc" / str(pid) / "stat",
+            STAT.format(pid=pid, comm=comm, ppid=ppid, utime=ticks, start=start),
+        )
+    write(root / "proc" / "self" / "stat", "not a process of the task")
+    write(root / "run" / "sidecar-bench" / "roles", "app 7\nproxy 8\n")
+    write(root / "proc" / "uptime", "78.50 120.00\n")
+    write(
+        root / "proc" / "stat", "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\nintr 1 2\n"
+    )
+    return proc, root
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -101,11 +100,12 @@ def test_the_host_read_is_what_the_snapshot_script_prints_inside_the_task(tmp_pa
     reads = hostreads.HostReads.at(500, ID, str(proc))
     assert reads is not None
     snap = cgroup.parse_snapshot(reads.snapshot_text())
-    # The processes as the task numbers them: its PID 1's parent and the exec's are outside it (0, as inside).
+    # The task's own /proc: pids and ppids as it numbers them (0 for a parent outside it), zombies included.
     assert {(p.pid, p.comm, p.ppid, p.starttime) for p in snap.processes} == {
         (1, "sh", 0, 7000),
         (7, "app-go", 1, 7010),
         (8, "python3", 1, 7011),
+        (9, "python3", 8, 7050),
         (20, "sh", 0, 7100),
     }
     assert snap.roles == {"app": 7, "proxy": 8} and snap.clk_tck > 0 and snap.uptime_s == 78.5
@@ -123,11 +123,9 @@ def test_the_host_read_is_what_the_snapshot_script_prints_inside_the_task(tmp_pa
         )
         assert snap.oom_kills == 2
         assert (snap.limits.memory_limit_bytes, snap.limits.swap_limit_bytes) == (512 * 2**20, 0)
-        # Named as the task sees them; the files the host lacks (cpuset here) are left out, as `[ -r ]` does.
-        assert (
-            "/sys/fs/cgroup/cpu/cpu.stat" in snap.files
-            and "/sys/fs/cgroup/cpuset/cpuset.cpus" not in snap.files
-        )
+        # Named as the task sees them, through its links; files it lacks (cpuset here) are left out (`[ -r ]`).
+        assert "/sys/fs/cgroup/cpuacct/cpuacct.usage" in snap.files
+        assert "/sys/fs/cgroup/cpuset/cpuset.cpus" not in snap.files
     else:
         assert (snap.counters.source, snap.counters.usage_ns, snap.counters.throttled_ns) == (
             "cgroup-v2",
@@ -136,35 +134,35 @@ def test_the_host_read_is_what_the_snapshot_script_prints_inside_the_task(tmp_pa
         )
         assert snap.oom_kills == 1 and snap.limits.cpu_quota_us == 25000
         assert "/sys/fs/cgroup/cpu.max" in snap.files
-    # Every role's CPU comes from the same process trees as inside the task.
-    later = cgroup.parse_snapshot(reads.snapshot_text())
-    assert cgroup.role_cpu_seconds(snap, later) == {"app": 0.0, "proxy": 0.0}
+    # A role's CPU is its whole process tree's, the zombie's ticks among the sidecar's, as inside the task.
+    later = cgroup.parse_snapshot(
+        reads.snapshot_text().replace(
+            "python3) S 8 1 1 0 -1 4194560 100 0 0 0 5 ",
+            "python3) S 8 1 1 0 -1 4194560 100 0 0 0 105 ",
+        )
+    )
+    assert cgroup.role_cpu_seconds(snap, later) == {"app": 0.0, "proxy": 1.0}
 
 
 def test_a_task_that_cannot_be_shown_to_be_the_containers_is_not_read_here(tmp_path):
-    proc, directory = task_tree(tmp_path)
-    # Another container's id: this PID 1 is not the task's (a runner inside a container sees its own /proc).
+    proc, root = task_tree(tmp_path)
+    # Another container's id: this PID 1 is not the task's (a runner in its own PID namespace sees its own /proc).
     assert hostreads.HostReads.at(500, "cd" * 32, str(proc)) is None
     # The engine gives no PID for a stopped container.
     assert hostreads.HostReads.at(0, ID, str(proc)) is None
     assert hostreads.HostReads.at(999, ID, str(proc)) is None  # no such process here
     # Its file system closed to this process (/proc/PID/root needs ptrace's read access: a runner that is not
-    # root, in the docker group, may not look in): the roles file could not be read, so nothing is.
-    root = proc / "500" / "root"
+    # root, in the docker group, may not look in): nothing is read here.
     root.rename(proc / "500" / "root.saved")
     root.write_text("")
     assert hostreads.HostReads.at(500, ID, str(proc)) is None
     root.unlink()
     (proc / "500" / "root.saved").rename(root)
     assert hostreads.HostReads.at(500, ID, str(proc)) is not None
-    # Hierarchies mounted from below their roots: this process sees only part of the tree.
-    mountinfo = proc / "self" / "mountinfo"
-    mountinfo.write_text(mountinfo.read_text().replace(" / ", " /docker/x "))
-    assert hostreads.HostReads.at(500, ID, str(proc)) is None
 
 
 def test_a_read_that_cannot_vouch_for_itself_gives_way_to_the_exec(tmp_path):
-    proc, directory = task_tree(tmp_path)
+    proc, root = task_tree(tmp_path)
     reads = hostreads.HostReads.at(500, ID, str(proc))
     assert reads.snapshot_text() is not None
     # PID 1 replaced (another start time): whatever is read is not the task's.
@@ -173,24 +171,66 @@ def test_a_read_that_cannot_vouch_for_itself_gives_way_to_the_exec(tmp_path):
     stat.write_text(saved.replace(" 7000 ", " 7999 "))
     assert reads.snapshot_text() is None and not reads.alive()
     stat.write_text(saved)
-    # Its CPU counters unreadable: no snapshot (the exec's would fail or fall back to the engine's stats).
-    (directory / "cpu.stat").rename(directory / "cpu.stat.gone")
+    # Its CPU counters unreadable: no snapshot here (the exec's finds the same, and the engine's stats count).
+    counters = root / "sys/fs/cgroup/cpu,cpuacct/cpu.stat"
+    counters.rename(counters.with_suffix(".gone"))
     assert reads.snapshot_text() is None
-    (directory / "cpu.stat.gone").rename(directory / "cpu.stat")
-    # Its cgroup gone (the container removed).
-    (directory / "cgroup.procs").unlink()
+    counters.with_suffix(".gone").rename(counters)
+    # PID 1 gone (the container stopped or removed).
+    stat.unlink()
     assert reads.snapshot_text() is None and not reads.alive()
 
 
+@pytest.mark.parametrize(
+    "path, target",
+    [
+        ("run", "/etc"),  # absolute: it would resolve against this host's root, not the task's
+        ("run/sidecar-bench/roles", "../../../../../../etc/shadow"),
+        ("sys/fs/cgroup/memory", "../../../../etc"),
+        ("proc/uptime", "/proc/uptime"),
+    ],
+)
+def test_the_tasks_links_out_of_their_directory_are_not_followed_from_here(tmp_path, path, target):
+    # The task's file system is the task's to shape, and the runner may be root: a link that leaves its
+    # directory refuses the whole read (the exec then reads it inside the task, as the task resolves it).
+    proc, root = task_tree(tmp_path)
+    reads = hostreads.HostReads.at(500, ID, str(proc))
+    link = root / path
+    if link.is_dir():
+        shutil.rmtree(link)
+    else:
+        link.unlink()
+    link.symlink_to(target)
+    assert reads.snapshot_text() is None
+    if path.startswith("run"):
+        assert reads.wait_roles(2, 0.001) is None
+
+
+def test_only_regular_files_are_read_and_never_waited_on(tmp_path):
+    proc, root = task_tree(tmp_path)
+    reads = hostreads.HostReads.at(500, ID, str(proc))
+    roles = root / "run" / "sidecar-bench" / "roles"
+    roles.unlink()
+    os.mkfifo(roles)  # a FIFO nobody writes would block a plain open
+    started = time.monotonic()
+    assert reads.snapshot_text() is None and reads.wait_roles(2, 0.001) is None
+    assert time.monotonic() - started < 1
+    roles.unlink()
+    roles.write_bytes(b"x" * (hostreads.MAX_FILE_BYTES + 1))
+    assert reads.snapshot_text() is None
+
+
 def test_the_roles_file_is_waited_for_as_inside_the_task(tmp_path):
-    proc, _ = task_tree(tmp_path)
+    proc, root = task_tree(tmp_path)
     reads = hostreads.HostReads.at(500, ID, str(proc))
     assert reads.wait_roles(3, 0.001) is True
-    roles = proc / "500" / "root" / cgroup.ROLES_FILE.lstrip("/")
+    roles = root / "run" / "sidecar-bench" / "roles"
     roles.write_text("")  # `[ -s ]`: written but empty is not yet written
     started = time.monotonic()
     assert reads.wait_roles(3, 0.05) is False
     assert 0.1 <= time.monotonic() - started < 1  # polls - 1 sleeps, none after the last poll
+    roles.unlink()
+    assert reads.wait_roles(2, 0.001) is False  # not there at all
     (proc / "500" / "stat").unlink()
     assert reads.wait_roles(3, 0.001) is None  # PID 1 gone: the caller's exec reports it
 
@@ -218,6 +258,68 @@ def test_only_the_local_socket_and_no_opt_out_read_here(tmp_path):
     assert hostreads.HostReads.locate(local, ID, str(proc), environ={}) is None
 
 
+class FakeReads:
+    """A HostReads whose answers the test sets: wait_roles' and snapshot_text's."""
+
+    def __init__(self, written, text):
+        self.written, self.text, self.polls = written, text, []
+
+    def wait_roles(self, polls, interval_s):
+        self.polls.append(polls)
+        return self.written
+
+    def snapshot_text(self):
+        return self.text
+
+
+SNAPSHOT = "@@file /sys/fs/cgroup/cpu.stat\nusage_usec 5\n@@clk_tck 100\n@@end\n"
+
+
+@pytest.mark.parametrize(
+    "written, text, wait_roles, used, exec_polls",
+    [
+        (True, SNAPSHOT, True, "host", None),  # read here: no exec
+        (True, SNAPSHOT, False, "host", None),
+        (None, None, True, "exec", "100"),  # cannot tell here: the exec waits as it always did
+        (True, None, True, "exec", "100"),  # the read could not vouch for itself
+        (True, None, False, "exec", ""),  # the plain snapshot script
+        (
+            False,
+            None,
+            True,
+            "exec",
+            "1",
+        ),  # not written as seen from here: the task's own view, once
+    ],
+)
+def test_a_snapshot_is_read_here_else_by_the_exec(
+    monkeypatch, written, text, wait_roles, used, exec_polls
+):
+    from sidecar_bench import measurement as measurement_module
+    from sidecar_bench.containers import ExecResult
+
+    m = runner.Measurement(None, Condition("go", 1, 2048, 0, 0), LoadSettings(), None, None, "run")
+    m.task = SimpleNamespace(id="task")
+    m.host_reads_looked, m.host_reads = True, FakeReads(written, text)
+    execs = []
+
+    def exec_in(client, container_id, cmd):
+        execs.append(cmd)
+        return ExecResult(0, SNAPSHOT.replace("usage_usec 5", "usage_usec 7"), "")
+
+    monkeypatch.setattr(measurement_module, "exec_in", exec_in)
+    snap, _ = m.snapshot(wait_roles=wait_roles)
+    assert m.task_reads == [used]
+    assert snap.counters.usage_ns == (5000 if used == "host" else 7000)
+    assert m.host_reads.polls == ([100] if wait_roles else [])
+    if exec_polls is None:
+        assert execs == []
+    elif exec_polls:
+        assert execs[0][2] == measurement_module.ROLES_THEN_SNAPSHOT and execs[0][5] == exec_polls
+    else:
+        assert execs == [["sh", "-c", cgroup.SNAPSHOT_SCRIPT]]
+
+
 # ---- on the real engine -------------------------------------------------------------------------------------
 
 
@@ -232,6 +334,10 @@ def identity(snap: cgroup.TaskSnapshot) -> set[tuple[int, str, int, int]]:
 
 @pytest.mark.docker
 def test_a_real_tasks_host_read_matches_its_exec_and_ends_with_it(client, engine):
+    if os.geteuid() != 0:
+        pytest.skip(
+            "reading the task from this host needs root here (or a rootless engine's own user)"
+        )
     measurement = runner.Measurement(
         client,
         Condition("go", 0.5, 2032, 2, 10),

@@ -579,13 +579,19 @@ class Measurement:
         """The task's cgroup and processes (first waiting for the roles file if wait_roles), and when it returned.
 
         On a local engine they are read from this host (hostreads.py), else by an exec in the task."""
-        text = self._snapshot_here(wait_roles)
-        if text is not None:
-            taken = time.monotonic()
-            self.task_reads.append("host")
-            return cgroup.parse_snapshot(text), taken
-        if wait_roles:
-            polls = str(max(1, round(ROLES_WAIT_S / READY_POLL_S)))
+        polls = max(1, round(ROLES_WAIT_S / READY_POLL_S)) if wait_roles else 0
+        reads = self._host_reads()
+        if reads is not None:
+            written = reads.wait_roles(polls, READY_POLL_S) if polls else True
+            text = reads.snapshot_text() if written else None
+            if text is not None:
+                taken = time.monotonic()
+                self.task_reads.append("host")
+                return cgroup.parse_snapshot(text), taken
+            if written is False:
+                # Not written as seen from here: the task's own view decides, with one look.
+                polls = 1
+        if polls:
             result = exec_in(
                 self.client,
                 self.task.id,
@@ -595,7 +601,7 @@ class Measurement:
                     ROLES_THEN_SNAPSHOT,
                     "snapshot",
                     cgroup.ROLES_FILE,
-                    polls,
+                    str(polls),
                     f"{READY_POLL_S:g}",
                 ],
             )
@@ -604,35 +610,21 @@ class Measurement:
         taken = time.monotonic()
         self.task_reads.append("exec")
         if result.exit_code == NOT_READY and wait_roles:
-            raise self.roles_missing()
+            raise self.start_error(
+                f"answered /work but did not write {cgroup.ROLES_FILE} within {ROLES_WAIT_S:g} s"
+            )
         if result.exit_code != 0:
             raise RunError(
                 f"{self.condition.id}: reading the cgroup inside the task failed: {result.stderr[:300]}"
             )
         return cgroup.parse_snapshot(result.stdout), taken
 
-    def roles_missing(self) -> RunError:
-        return self.start_error(
-            f"answered /work but did not write {cgroup.ROLES_FILE} within {ROLES_WAIT_S:g} s"
-        )
-
-    def _snapshot_here(self, wait_roles: bool) -> str | None:
-        """The snapshot's text read from this host, or None where it cannot be (then the exec reads it, and
-        reports what went wrong as it always did)."""
+    def _host_reads(self) -> hostreads.HostReads | None:
+        """The task as this host sees it (hostreads.py), looked for once; None where the exec must read it."""
         if not self.host_reads_looked:
             self.host_reads_looked = True
             self.host_reads = hostreads.HostReads.locate(self.client, self.task.id)
-        if self.host_reads is None:
-            return None
-        if wait_roles:
-            written = self.host_reads.wait_roles(
-                max(1, round(ROLES_WAIT_S / READY_POLL_S)), READY_POLL_S
-            )
-            if written is None:
-                return None
-            if not written:
-                raise self.roles_missing()
-        return self.host_reads.snapshot_text()
+        return self.host_reads
 
     def docker_counters(self) -> cgroup.CgroupCounters:
         return cgroup.parse_docker_stats(self.task.stats(stream=False, one_shot=True))
