@@ -83,7 +83,7 @@ def task_tree(tmp_path: Path, version: int = 1) -> tuple[Path, Path]:
     ):
         write(
             root / "proc" / str(pid) / "stat",
-            STAT.format(pid=pid, comm=comm, ppid=ppid, utime=ticks, start=start),
+            STAT.format(pid=pid, comm=comm, ppid=ppid, utime=ticks, start=start) + "\n",
         )
     write(root / "proc" / "self" / "stat", "not a process of the task")
     write(root / "run" / "sidecar-bench" / "roles", "app 7\nproxy 8\n")
@@ -176,6 +176,19 @@ def test_a_read_that_cannot_vouch_for_itself_gives_way_to_the_exec(tmp_path):
     counters.rename(counters.with_suffix(".gone"))
     assert reads.snapshot_text() is None
     counters.with_suffix(".gone").rename(counters)
+    # v1's counters are cpu.stat and cpuacct.usage together, as parse_snapshot reads them: one alone is none.
+    usage = root / "sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"
+    usage.rename(usage.with_suffix(".gone"))
+    assert reads.snapshot_text() is None
+    usage.with_suffix(".gone").rename(usage)
+    # A file that is not a regular one where one is read (a directory here) is never read as one.
+    uptime = root / "proc" / "uptime"
+    uptime.unlink()
+    uptime.mkdir()
+    assert reads.snapshot_text() is None
+    uptime.rmdir()
+    uptime.write_text("78.50 120.00\n")
+    assert reads.snapshot_text() is not None
     # PID 1 gone (the container stopped or removed).
     stat.unlink()
     assert reads.snapshot_text() is None and not reads.alive()

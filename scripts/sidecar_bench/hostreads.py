@@ -13,7 +13,8 @@ The task's file system is the task's to shape, and the runner reading it may be 
 are walked there one name at a time: a symlink is followed only to a name in the same directory
 (runc's /sys/fs/cgroup/cpuacct -> cpu,cpuacct); any other (absolute, or with a slash: it would
 resolve against this host's root, not the task's) refuses the whole read; only regular files are
-read, without blocking, and at most MAX_FILE_BYTES of each.
+opened for reading (a device's open could act), without blocking, and at most MAX_FILE_BYTES of
+each; any error but "missing" or "not readable" refuses it too, so that a file never goes missing.
 
 It is used only where it can be checked to be that task: the SDK's local socket (never ssh://
 or tcp://, whose engines are on other hosts), the task's PID 1 visible in this /proc with the
@@ -26,6 +27,7 @@ returns None and the caller takes the exec, which reads the task as it always di
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -80,32 +82,51 @@ def _parent(root: int, path: str) -> tuple[int, str]:
         raise
 
 
+# What `[ -r "$f" ]` would find false: no such entry, or not readable; and a process that ended meanwhile
+# (ESRCH reading its /proc entry: the script's `2>/dev/null` leaves it out too). Any other error reading a file
+# that is there refuses the read (the exec then reads it), so that a present file never goes missing.
+MISSING = (errno.ENOENT, errno.EACCES, errno.ENOTDIR, errno.ESRCH)
+
+
 def read_under(root: int, path: str) -> str | None:
     """A regular file's text at path in the file system whose root is the fd root; None where it is missing or
-    unreadable (as SNAPSHOT_SCRIPT's `[ -r "$f" ]`). Raises Refused (module docstring)."""
+    unreadable (as SNAPSHOT_SCRIPT's `[ -r "$f" ]`). Raises Refused (module docstring): a link out of its
+    directory, a file that is not a regular one (never opened for reading: a device's open can act), one larger
+    than MAX_FILE_BYTES, or any other error."""
     try:
         parent, name = _parent(root, path)
-    except OSError:
-        return None
+        try:
+            handle = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        finally:
+            os.close(parent)
+    except OSError as err:
+        if err.errno in MISSING:
+            return None
+        raise Refused(f"{path}: {err}") from None
     try:
-        fd = os.open(
-            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent
-        )
-    except OSError:
-        return None
-    finally:
-        os.close(parent)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
             raise Refused(f"{path} is not a regular file")
+        # Reopened through the fd, not the name: what was checked is what is read.
+        fd = os.open(
+            f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        )
+    except OSError as err:
+        if err.errno in MISSING:
+            return None
+        raise Refused(f"{path}: {err}") from None
+    finally:
+        os.close(handle)
+    try:
         data = b""
         while len(data) <= MAX_FILE_BYTES:
             more = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
             if not more:
                 break
             data += more
-    except OSError:
-        return None
+    except OSError as err:
+        if err.errno in MISSING:
+            return None
+        raise Refused(f"{path}: {err}") from None
     finally:
         os.close(fd)
     if len(data) > MAX_FILE_BYTES:
@@ -139,7 +160,7 @@ def _starttime(stat_line: str | None) -> int | None:
     if not stat_line:
         return None
     rest = stat_line.rpartition(")")[2].split()
-    return int(rest[19]) if len(rest) > 19 and rest[19].isdigit() else None
+    return int(rest[19]) if len(rest) > 19 and rest[19].isascii() and rest[19].isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -174,8 +195,9 @@ class HostReads:
         """The container whose PID 1 is pid here, if this host's pid is that container's (see locate)."""
         if pid <= 0 or not container_id:
             return None
-        own = _read(f"{proc}/{pid}/cgroup")
+        # Its start first: a pid replaced after this is caught by alive() below.
         start = _starttime(_read(f"{proc}/{pid}/stat"))
+        own = _read(f"{proc}/{pid}/cgroup")
         if own is None or start is None or container_id not in own:
             return None
         reads = cls(pid, start, proc)
@@ -230,15 +252,16 @@ class HostReads:
 
     def _snapshot(self, root: int) -> str | None:
         lines: list[str] = []
-        counters = False
+        found = set()
         for name in FILES:
             text = read_under(root, name)
             if text is None:
                 continue
-            counters = counters or name in (cgroup.V1_FILES[0], cgroup.V2_FILES[0])
+            found.add(name)
             lines.append(f"@@file {name}")
             lines.extend(text.splitlines())
-        if not counters:
+        # The counters as parse_snapshot needs them: v1's cpu.stat and cpuacct.usage, or v2's cpu.stat.
+        if not (set(cgroup.V1_FILES[:2]) <= found or cgroup.V2_FILES[0] in found):
             return None  # the exec reads them, or finds them missing too (then the engine's stats API counts)
         lines.append(f"@@clk_tck {os.sysconf('SC_CLK_TCK')}")
         for line in (read_under(root, "/proc/stat") or "").splitlines():
