@@ -313,7 +313,7 @@ def test_a_snapshot_is_read_here_else_by_the_exec(
 
     m = runner.Measurement(None, Condition("go", 1, 2048, 0, 0), LoadSettings(), None, None, "run")
     m.task = SimpleNamespace(id="task")
-    m.host_reads_looked, m.host_reads = True, FakeReads(written, text)
+    m.host_reads = FakeReads(written, text)
     execs = []
 
     def exec_in(client, container_id, cmd):

@@ -15,7 +15,7 @@ throttled_usec and usage_usec in µs; both are held here in ns.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 V1_FILES = (
     "/sys/fs/cgroup/cpu/cpu.stat",
@@ -47,6 +47,9 @@ ROLES_FILE = "/run/sidecar-bench/roles"
 # task lives on.
 OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 
+# Every file a snapshot reads, in its order (SNAPSHOT_SCRIPT; hostreads.py reads the same from the host).
+SNAPSHOT_FILES = V1_FILES + V2_FILES + (ROLES_FILE, "/proc/uptime") + OOM_FILES
+
 # POSIX sh with builtins only: every fork would run in the task's cgroup and be
 # charged to the measured window. `read` drops a file's last line if it lacks a
 # newline, hence `|| [ -n "$l" ]`.
@@ -64,7 +67,7 @@ for d in /proc/[0-9]*; do
   IFS= read -r s 2>/dev/null < "$d/stat" && echo "@@stat $s"
 done
 echo "@@end"
-""".format(files=" ".join(V1_FILES + V2_FILES + (ROLES_FILE, "/proc/uptime") + OOM_FILES))
+""".format(files=" ".join(SNAPSHOT_FILES))
 
 
 class SnapshotError(ValueError):
@@ -363,6 +366,14 @@ def parse_roles(text: str) -> dict[str, int]:
     return roles
 
 
+def counter_source(files: Collection[str]) -> str | None:
+    """Which hierarchy's CPU counters a snapshot's files hold: v1's cpu.stat and cpuacct.usage together, else
+    v2's cpu.stat; None without either."""
+    if V1_FILES[0] in files and V1_FILES[1] in files:
+        return "cgroup-v1"
+    return "cgroup-v2" if V2_FILES[0] in files else None
+
+
 def parse_snapshot(text: str) -> TaskSnapshot:
     """SNAPSHOT_SCRIPT's output -> TaskSnapshot. Counters are None if no cgroup file was readable."""
     files: dict[str, list[str]] = {}
@@ -395,12 +406,14 @@ def parse_snapshot(text: str) -> TaskSnapshot:
     if not ended:
         raise SnapshotError(f"snapshot output is cut short (no @@end): {text[-300:]!r}")
     texts = {path: "\n".join(lines) + "\n" for path, lines in files.items()}
-    if V1_FILES[0] in texts and V1_FILES[1] in texts:
-        counters: CgroupCounters | None = parse_v1(texts)
-    elif V2_FILES[0] in texts:
-        counters = parse_v2(texts)
-    else:
-        counters = None
+    source = counter_source(texts)
+    counters = (
+        parse_v1(texts)
+        if source == "cgroup-v1"
+        else parse_v2(texts)
+        if source == "cgroup-v2"
+        else None
+    )
     uptime = float(texts["/proc/uptime"].split()[0]) if "/proc/uptime" in texts else None
     roles = parse_roles(texts.get(ROLES_FILE, ""))
     return TaskSnapshot(

@@ -40,8 +40,6 @@ ENV = "SIDECAR_BENCH_TASK_READS"  # "exec": always read the task through an exec
 LOCAL_BASE_URL = "http+docker://localhost"  # the SDK's base URL for a local unix socket
 MAX_FILE_BYTES = 4 * 2**20  # a snapshot file larger than this is no cgroup or procfs file
 MAX_LINKS = 8  # symlinks followed within one path
-# Every file SNAPSHOT_SCRIPT reads, in its order (cgroup.py).
-FILES = cgroup.V1_FILES + cgroup.V2_FILES + (cgroup.ROLES_FILE, "/proc/uptime") + cgroup.OOM_FILES
 
 
 class Refused(Exception):
@@ -88,6 +86,13 @@ def _parent(root: int, path: str) -> tuple[int, str]:
 MISSING = (errno.ENOENT, errno.EACCES, errno.ENOTDIR, errno.ESRCH)
 
 
+def _missing(path: str, err: OSError) -> None:
+    """None for an error that leaves the file out (MISSING); any other refuses the read."""
+    if err.errno in MISSING:
+        return None
+    raise Refused(f"{path}: {err}") from None
+
+
 def read_under(root: int, path: str) -> str | None:
     """A regular file's text at path in the file system whose root is the fd root; None where it is missing or
     unreadable (as SNAPSHOT_SCRIPT's `[ -r "$f" ]`). Raises Refused (module docstring): a link out of its
@@ -100,9 +105,7 @@ def read_under(root: int, path: str) -> str | None:
         finally:
             os.close(parent)
     except OSError as err:
-        if err.errno in MISSING:
-            return None
-        raise Refused(f"{path}: {err}") from None
+        return _missing(path, err)
     try:
         if not stat.S_ISREG(os.fstat(handle).st_mode):
             raise Refused(f"{path} is not a regular file")
@@ -111,9 +114,7 @@ def read_under(root: int, path: str) -> str | None:
             f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
         )
     except OSError as err:
-        if err.errno in MISSING:
-            return None
-        raise Refused(f"{path}: {err}") from None
+        return _missing(path, err)
     finally:
         os.close(handle)
     try:
@@ -124,9 +125,7 @@ def read_under(root: int, path: str) -> str | None:
                 break
             data += more
     except OSError as err:
-        if err.errno in MISSING:
-            return None
-        raise Refused(f"{path}: {err}") from None
+        return _missing(path, err)
     finally:
         os.close(fd)
     if len(data) > MAX_FILE_BYTES:
@@ -156,11 +155,11 @@ def _read(path: str) -> str | None:
 
 
 def _starttime(stat_line: str | None) -> int | None:
-    """Field 22 of a /proc/PID/stat line (its start, in clock ticks after boot)."""
-    if not stat_line:
+    """A /proc/PID/stat line's start (clock ticks after boot); None without a readable one."""
+    try:
+        return cgroup.parse_proc_stat(stat_line).starttime if stat_line else None
+    except (ValueError, IndexError):
         return None
-    rest = stat_line.rpartition(")")[2].split()
-    return int(rest[19]) if len(rest) > 19 and rest[19].isascii() and rest[19].isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -253,15 +252,14 @@ class HostReads:
     def _snapshot(self, root: int) -> str | None:
         lines: list[str] = []
         found = set()
-        for name in FILES:
+        for name in cgroup.SNAPSHOT_FILES:
             text = read_under(root, name)
             if text is None:
                 continue
             found.add(name)
             lines.append(f"@@file {name}")
             lines.extend(text.splitlines())
-        # The counters as parse_snapshot needs them: v1's cpu.stat and cpuacct.usage, or v2's cpu.stat.
-        if not (set(cgroup.V1_FILES[:2]) <= found or cgroup.V2_FILES[0] in found):
+        if cgroup.counter_source(found) is None:
             return None  # the exec reads them, or finds them missing too (then the engine's stats API counts)
         lines.append(f"@@clk_tck {os.sysconf('SC_CLK_TCK')}")
         for line in (read_under(root, "/proc/stat") or "").splitlines():

@@ -9,6 +9,7 @@ task_measurement.py.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -206,10 +207,7 @@ class Measurement:
         self.before: tuple[str, dict[str, int], int] | None = None
         # The after-window reads, when the window's step took them (window).
         self.after: ExecResult | None = None
-        # The task's reads from this host (hostreads.py), looked for by the first snapshot (None where they
-        # cannot be made); and how each snapshot was read ("host" or "exec"), for the run file.
-        self.host_reads: hostreads.HostReads | None = None
-        self.host_reads_looked = False
+        # How each snapshot of the task was read ("host", hostreads.py, or "exec"), for the run file.
         self.task_reads: list[str] = []
         # Set once the measured window's steps begin: a death from then on is a death inside the window.
         self.in_window = False
@@ -580,7 +578,7 @@ class Measurement:
 
         On a local engine they are read from this host (hostreads.py), else by an exec in the task."""
         polls = max(1, round(ROLES_WAIT_S / READY_POLL_S)) if wait_roles else 0
-        reads = self._host_reads()
+        reads = self.host_reads
         if reads is not None:
             written = reads.wait_roles(polls, READY_POLL_S) if polls else True
             text = reads.snapshot_text() if written else None
@@ -619,12 +617,11 @@ class Measurement:
             )
         return cgroup.parse_snapshot(result.stdout), taken
 
-    def _host_reads(self) -> hostreads.HostReads | None:
-        """The task as this host sees it (hostreads.py), looked for once; None where the exec must read it."""
-        if not self.host_reads_looked:
-            self.host_reads_looked = True
-            self.host_reads = hostreads.HostReads.locate(self.client, self.task.id)
-        return self.host_reads
+    @functools.cached_property
+    def host_reads(self) -> hostreads.HostReads | None:
+        """The task as this host sees it (hostreads.py), looked for by the first snapshot; None where the exec
+        must read it."""
+        return hostreads.HostReads.locate(self.client, self.task.id)
 
     def docker_counters(self) -> cgroup.CgroupCounters:
         return cgroup.parse_docker_stats(self.task.stats(stream=False, one_shot=True))
