@@ -185,6 +185,135 @@ def test_a_run_being_written_is_invisible_to_readers_and_an_interrupted_one_leav
     assert sorted(p.name for p in directory.iterdir()) == sorted([*complete, "new.parquet"])
 
 
+def test_before_replace_runs_once_the_file_is_complete_and_before_it_has_its_name(two_run_files):
+    # The runner waits there for its containers' removal: an interruption then leaves no file and no temporary.
+    directory, samples, paths = two_run_files
+    meta = make_meta(Condition("go", 0.25, 2048, 0, 0), len(samples))
+    seen = []
+
+    def look():
+        (temporary,) = directory.glob(".new.parquet.*.tmp")
+        seen.append((pq.read_table(temporary).num_rows, (directory / "new.parquet").exists()))
+
+    record.write_run(directory / "new.parquet", samples, meta, before_replace=look)
+    assert seen == [(len(samples), False)]
+    assert len(record.read_run(directory / "new.parquet")[0]) == len(samples)
+
+    def interrupted():
+        raise runner.Interrupted("interrupted by SIGTERM")
+
+    with pytest.raises(runner.Interrupted):
+        record.write_run(directory / "other.parquet", samples, meta, before_replace=interrupted)
+    assert sorted(p.name for p in directory.iterdir()) == sorted(
+        [*(p.name for p in paths), "new.parquet"]
+    )
+
+
+class MeasuredAlready:
+    """Stands in for a Measurement whose window is over: run_condition's steps after it, without an engine.
+    Its removal takes `removal_s` and says when it began and ended."""
+
+    removal_s = 0.3
+
+    def __init__(self, client, condition, load, task_image, loadgen_image, run_id, *rest):
+        self.client, self.condition, self.load, self.run_id = client, condition, load, run_id
+        self.task_image, self.loadgen_image = task_image, loadgen_image
+        self.task, self.in_window, self.task_reads, self.open_summary = None, False, ["host"], None
+        self.work_url = runner.WORK_URL
+        self.events = EVENTS
+
+    def start(self):
+        self.events.append("start")
+
+    def wait_ready(self, warmup_s=0):
+        return 0.1
+
+    def remove(self):
+        self.events.append("removal begins")
+        if STOP_DURING_REMOVAL:
+            os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(self.removal_s)
+        self.events.append("removal ends")
+
+
+EVENTS: list = []
+STOP_DURING_REMOVAL: list = []  # not empty: the removal begins with a SIGTERM to this process
+
+
+@pytest.fixture
+def measured_already(monkeypatch):
+    """run_condition of a Go run whose measurement is MeasuredAlready and whose window's parts are make_meta's."""
+    EVENTS.clear()
+    condition = Condition("go", 0.25, 2048, 0, 0)
+    meta = make_meta(condition, 3)
+    parts = {key: value for key, value in meta.items() if key not in ("format_version", "repeat")}
+    parts.update(probe="probe")
+    samples = pd.DataFrame({"response_time_s": [0.1, 0.2, 0.3]})
+    monkeypatch.setattr(runner, "Measurement", MeasuredAlready)
+    monkeypatch.setattr(runner, "_measure", lambda m: (samples, dict(parts)))
+    monkeypatch.setattr(
+        runner, "_image", lambda client, ref, what: SimpleNamespace(id=ref, labels={}, attrs={})
+    )
+    monkeypatch.setattr(runner.environment, "describe", lambda *args: meta["environment"])
+    client = SimpleNamespace(api=SimpleNamespace(base_url="http+docker://localhost", timeout=60))
+
+    def run(out, write_run):
+        monkeypatch.setattr(record, "write_run", write_run)
+        return runner.run_condition(
+            client, condition, LoadSettings(duration_s=1), "task", "loadgen", out, info={"NCPU": 2}
+        )
+
+    return run
+
+
+def test_the_containers_are_removed_while_the_run_file_is_made_and_before_it_has_its_name(
+    measured_already, tmp_path
+):
+    def write_run(out, samples, meta, before_replace):
+        EVENTS.append("writing")
+        before_replace()  # the file is complete: it waits there for the removal
+        EVENTS.append("named")
+        Path(out).write_text("run")
+        return Path(out)
+
+    started = time.monotonic()
+    path = measured_already(tmp_path / "run.parquet", write_run)
+    assert path.read_text() == "run" and time.monotonic() - started >= MeasuredAlready.removal_s
+    assert EVENTS[0] == "start" and EVENTS[-2:] == ["removal ends", "named"]
+    # The file was being made while the containers went.
+    assert EVENTS.index("writing") < EVENTS.index("removal ends")
+
+
+def test_a_signal_while_the_run_file_waits_for_the_removal_leaves_no_file_and_no_container(
+    measured_already, tmp_path
+):
+    # As a run job gets SIGTERM (Snakemake stopping it) after its window: the removal ends, nothing is named.
+    out = tmp_path / "run.parquet"
+
+    def write_run(out, samples, meta, before_replace):
+        EVENTS.append("writing")
+        before_replace()
+        Path(out).write_text("run")  # not reached
+
+    STOP_DURING_REMOVAL.append(True)
+    try:
+        # The run job's own handler (job.main) around the run, as in a workflow.
+        with runner.signals_raise(), pytest.raises(runner.Interrupted, match="SIGTERM"):
+            measured_already(out, write_run)
+    finally:
+        STOP_DURING_REMOVAL.clear()
+    assert not out.exists() and EVENTS[-1] == "removal ends"
+
+
+def test_a_run_file_that_cannot_be_made_still_waits_for_the_removal(measured_already, tmp_path):
+    def write_run(out, samples, meta, before_replace):
+        raise record.RunFileError("requests.rows: 3 is not the samples' 4")
+
+    with pytest.raises(record.RunFileError, match="requests.rows"):
+        measured_already(tmp_path / "run.parquet", write_run)
+    assert EVENTS[-1] == "removal ends"
+
+
 def test_complete_rows_write_as_they_are_and_into_a_directory_not_yet_made(two_run_files):
     directory, samples, paths = two_run_files
     frame, meta = record.read_run(paths[1])
