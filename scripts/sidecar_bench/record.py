@@ -31,7 +31,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from . import jobserver
 from .signals import Interrupted
@@ -306,38 +306,27 @@ def _validate_v2(meta: Mapping[str, Any]) -> None:
             raise RunFileError(f"run metadata {section} lacks {', '.join(lacking)}")
 
 
-def write_run(
-    path: str | os.PathLike,
-    rows_df: pd.DataFrame,
-    meta: Mapping[str, Any],
-    before_replace: Callable[[], None] | None = None,
-) -> Path:
+def write_run(path: str | os.PathLike, rows_df: pd.DataFrame, meta: Mapping[str, Any]) -> Path:
     """Write one run file atomically: temp file in the same directory, fsync, os.replace.
 
     rows_df: either hey samples (hey.SAMPLE_COLUMNS; condition columns are added
     from meta) or complete rows with all SCHEMA columns.
-    before_replace: called once the temporary file is complete, before it takes path's name; if it raises, no
-    file is put in place (the runner waits there for its containers' removal, which may be interrupted).
     """
     if set(CONDITION_COLUMNS) <= set(rows_df.columns):
         record = RunRecord(to_table(rows_df), meta)
     else:
         record = RunRecord.from_samples(rows_df, meta)
-    return write_record(path, record, before_replace)
+    return write_record(path, record)
 
 
-def write_record(
-    path: str | os.PathLike, record: RunRecord, before_replace: Callable[[], None] | None = None
-) -> Path:
+def write_record(path: str | os.PathLike, record: RunRecord) -> Path:
     table = record.rows.replace_schema_metadata(
         {METADATA_KEY: json.dumps(record.meta, sort_keys=True).encode()}
     )
-    return _write_atomically(path, table, before_replace)
+    return _write_atomically(path, table)
 
 
-def _write_atomically(
-    path: str | os.PathLike, table: Any, before_replace: Callable[[], None] | None = None
-) -> Path:
+def _write_atomically(path: str | os.PathLike, table: Any) -> Path:
     """Write a Parquet table to a temporary name beside path, fsync, rename: never a partial file."""
     import pyarrow.parquet as pq
 
@@ -349,8 +338,6 @@ def _write_atomically(
             pq.write_table(table, handle)
             handle.flush()
             os.fsync(handle.fileno())
-        if before_replace is not None:
-            before_replace()
         if jobserver.orphaned():
             # A run forked for a job that was killed meanwhile: Snakemake has given its outputs up.
             raise Interrupted("the run's job was killed before its file was in place")

@@ -48,9 +48,9 @@ import logging
 import signal
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import docker
 import docker.errors
@@ -189,8 +189,6 @@ def run_condition(
     client.api.timeout = max(
         saved_timeout or 60, max(load.duration_s, load.warmup_s, warmup.BURST_S) + HEY_GRACE_S + 60
     )
-    meta_parts = None
-    removal: Future | None = None
     try:
         with signals_raise():
             try:
@@ -238,91 +236,49 @@ def run_condition(
                     ) from err
                 raise
             finally:
-                if meta_parts is None:
-                    # Failed or interrupted: the containers go before the error leaves.
-                    _finish_removal(measurement.remove)
-                else:
-                    # Nothing more is read of the containers: they are removed while the run file is made
-                    # (write_run waits for them before the file takes its name). Signals are held until
-                    # `removal` is set: from then on the `finally` below waits for it, whatever happens.
-                    with signals_deferred() as received:
-                        removal = _in_background(measurement.remove)
-                    if received:
-                        raise Interrupted(f"interrupted by {signal.Signals(received[0]).name}")
-        samples, parts = meta_parts
-        probe = parts.pop("probe")
-        # The engine's info from before the run: what describe() reads of it (kernel, versions, CPUs, ids)
-        # is fixed.
-        meta = {
-            "format_version": record.FORMAT_VERSION,
-            "repeat": repeat,
-            "condition": condition.as_dict(),
-            "load": {
-                **load.as_dict(),
-                "url": measurement.work_url,
-                "load_model": condition.load_model,
-            },
-            **({"warmup": warmed} if warmed is not None else {}),
-            **parts,
-            "environment": environment.describe(
-                info,
-                engine_address(client),
-                task_image.attrs,
-                loadgen_image.attrs,
-                probe,
-                {
-                    "host_name": host_name,
-                    "run_id": run_id,
-                    "run_start": run_started,
-                    "run_end": utc_now(),
-                    "ready_s": round(ready_s, 3),
-                    # How the task's snapshots were read: "host" (hostreads.py) or "exec", each in turn.
-                    "task_reads": "+".join(dict.fromkeys(measurement.task_reads)),
-                    "docker_sdk_version": docker.__version__,
-                    **(extra_environment or {}),
-                },
-            ),
-        }
-        if open_load is not None:
-            meta["open_loop"] = {
-                **parts_open_loop(condition, open_load, measurement.open_summary),
-                "image_id": open_load.image.id,
-            }
-        path = record.write_run(
-            out_path, samples, meta, before_replace=lambda: _finish_removal(removal.result)
-        )
+                with signals_deferred() as received:
+                    measurement.remove()
+                if received:
+                    raise Interrupted(f"interrupted by {signal.Signals(received[0]).name}")
     finally:
         client.api.timeout = saved_timeout
-        if removal is not None:
-            # Done already, unless making or writing the file failed before it waited.
-            _finish_removal(removal.result)
+    samples, parts = meta_parts
+    probe = parts.pop("probe")
+    # The engine's info from before the run: what describe() reads of it (kernel, versions, CPUs, ids) is fixed.
+    meta = {
+        "format_version": record.FORMAT_VERSION,
+        "repeat": repeat,
+        "condition": condition.as_dict(),
+        "load": {**load.as_dict(), "url": measurement.work_url, "load_model": condition.load_model},
+        **({"warmup": warmed} if warmed is not None else {}),
+        **parts,
+        "environment": environment.describe(
+            info,
+            engine_address(client),
+            task_image.attrs,
+            loadgen_image.attrs,
+            probe,
+            {
+                "host_name": host_name,
+                "run_id": run_id,
+                "run_start": run_started,
+                "run_end": utc_now(),
+                "ready_s": round(ready_s, 3),
+                # How the task's snapshots were read: "host" (hostreads.py) or "exec", each in turn.
+                "task_reads": "+".join(dict.fromkeys(measurement.task_reads)),
+                "docker_sdk_version": docker.__version__,
+                **(extra_environment or {}),
+            },
+        ),
+    }
+    if open_load is not None:
+        meta["open_loop"] = {
+            **parts_open_loop(condition, open_load, measurement.open_summary),
+            "image_id": open_load.image.id,
+        }
+    path = record.write_run(out_path, samples, meta)
     log.info("%s rep %d: wrote %s (%d requests)", condition.id, repeat, path, len(samples))
     return path
-
-
-def _in_background(work: Callable[[], None]) -> Future:
-    """work() in a thread of its own; its future's result() waits for it (and raises what it raised). If no
-    thread can start, work() runs here and now."""
-    try:
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="removal")
-        future = pool.submit(work)
-    except RuntimeError as err:  # no thread to be had
-        log.warning("removing the run's containers in the foreground: %s", err)
-        _finish_removal(work)
-        future = Future()
-        future.set_result(None)
-        return future
-    pool.shutdown(wait=False)
-    return future
-
-
-def _finish_removal(wait_for: Callable[[], Any]) -> None:
-    """Remove the run's containers, or wait for their removal (wait_for), holding stop signals meanwhile: one
-    that came is raised as Interrupted afterwards."""
-    with signals_deferred() as received:
-        wait_for()
-    if received:
-        raise Interrupted(f"interrupted by {signal.Signals(received[0]).name}")
 
 
 def _role_gone(before: cgroup.TaskSnapshot, after: cgroup.TaskSnapshot) -> dict[str, Any]:
