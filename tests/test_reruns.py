@@ -204,6 +204,18 @@ def test_image_builds_rank_above_every_run_and_first_repetitions_above_second_on
     assert min(by_repeat[1]) > max(by_repeat[2]), by_repeat
 
 
+@pytest.mark.workflow
+def test_the_workflow_makes_every_first_repetition_before_any_second_one(finished_once):
+    # What the priorities promise, as the default profile's scheduler (greedy) ran the jobs: one at a time
+    # (--cores 1), each stub job writing its run file, so the files' times give the order.
+    made = {run: (finished_once / run).stat().st_mtime_ns for run in RUNS}
+    by_repeat = {
+        n: [t for run, t in made.items() if run.endswith(f"rep{n}.parquet")] for n in (1, 2)
+    }
+    assert len(by_repeat[1]) == len(by_repeat[2]) == len(MATRIX) + len(CALIBRATION)
+    assert max(by_repeat[1]) < min(by_repeat[2]), sorted(made, key=made.get)
+
+
 # The run rules' script directive before they started run_condition.py as a plain process (sidecar_bench.runjob).
 SCRIPT_DIRECTIVE = '    script:\n        "../scripts/run_condition.py"\n'
 SHELL_BLOCK = re.compile(r"    (?:# .*\n    )?shell:\n(?:        .*\n)+")
