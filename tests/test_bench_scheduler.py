@@ -10,9 +10,10 @@ from workflow_helpers import ROOT
 def test_a_pass_makes_every_run_file_of_the_preset_with_stub_jobs(tmp_path):
     targets = bench_scheduler.stub_project(tmp_path, "quick")
     assert len(targets) == 8 and targets[0].endswith("rep1.parquet")
-    assert not (tmp_path / "results").exists() and (tmp_path / "Snakefile").read_text() == (
-        ROOT / "Snakefile"
-    ).read_text()
+    assert (
+        not (tmp_path / "results").exists()
+        and (tmp_path / "Snakefile").read_text() == (ROOT / "Snakefile").read_text()
+    )
     wall = bench_scheduler.one_pass(tmp_path, targets, "greedy")
     assert wall > 0 and all((tmp_path / target).read_text() == "{}" for target in targets)
     # A second pass starts from nothing again.
