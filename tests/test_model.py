@@ -191,6 +191,19 @@ def test_reasons_name_the_factor_further_from_one_and_the_flags():
     )
 
 
+def test_an_app_that_used_no_cpu_leads_the_reason_instead_of_failing_the_report():
+    # cpu_use 0 (the app's counter read nothing): as far from 1 as a factor goes, so it leads the cost's 0.7.
+    idle = m.miss_reason(
+        model_row(cpu_use=0.0, cost_factor=0.7, ratio=0.0, app_cpu_pct=0.0, task_cpu_pct=4.0)
+    )
+    assert idle.startswith(
+        "the app used 0.0 % of a core of the 20.0 % left to it (the task left quota unused); "
+        "cost per request rose"
+    )
+    assert m.miss_reason(model_row(cost_factor=0.0, cpu_use=0.5)).startswith("cost per request")
+    assert m.miss_reason(model_row(cpu_use=math.nan)).startswith("cost per request rose")
+
+
 def test_share_within_and_largest_misses():
     frame = pd.DataFrame(
         {

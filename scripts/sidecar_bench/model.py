@@ -148,6 +148,13 @@ def _codes(value: Any) -> set[str]:
     return {c for c in str(value or "").split(",") if c and c != "nan"}
 
 
+def _off_one(factor: float) -> float:
+    """How far a factor is from 1, as |log|: infinite at or below 0 (an app that used no CPU), NaN for NaN."""
+    if math.isnan(factor):
+        return math.nan
+    return abs(math.log(factor)) if factor > 0 else math.inf
+
+
 def miss_reason(row: Mapping[str, Any], within: float = WITHIN) -> str:
     """The most likely reason the data shows for a cell's measured RPS differing from the prediction.
 
@@ -171,7 +178,7 @@ def miss_reason(row: Mapping[str, Any], within: float = WITHIN) -> str:
     use, cost = _f(row.get("cpu_use")), _f(row.get("cost_factor"))
     cell_cost, cal_cost = _f(row.get("app_cost_ms")), _f(row.get("calibrated_cost_ms"))
     cost_text = None
-    if not math.isnan(cost) and abs(math.log(cost)) > math.log(1 + within / 2):
+    if _off_one(cost) > math.log(1 + within / 2):
         direction = "rose" if cost < 1 else "fell"
         throttled = _f(row.get("throttled_share"))
         share = (
@@ -188,7 +195,7 @@ def miss_reason(row: Mapping[str, Any], within: float = WITHIN) -> str:
                 "the calibration's spread"
             )
     use_text = None
-    if not math.isnan(use) and abs(math.log(use)) > math.log(1 + within / 2):
+    if _off_one(use) > math.log(1 + within / 2):
         if use < 1:
             task, quota = _f(row.get("task_cpu_pct")), 100.0 * _f(row.get("vcpu"))
             left = (
@@ -207,8 +214,8 @@ def miss_reason(row: Mapping[str, Any], within: float = WITHIN) -> str:
             )
     ranked = sorted(
         [
-            (abs(math.log(cost)) if cost_text else -1, cost_text),
-            (abs(math.log(use)) if use_text else -1, use_text),
+            (_off_one(cost) if cost_text else -1, cost_text),
+            (_off_one(use) if use_text else -1, use_text),
         ],
         key=lambda t: t[0],
         reverse=True,
