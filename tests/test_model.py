@@ -29,7 +29,7 @@ from sidecar_bench.model_charts import decomposition_chart, delivered_data, writ
 from sidecar_bench.conditions import Condition
 from sidecar_bench.reference import load_reference
 from sidecar_bench.stats import summarise_conditions, summarise_runs
-from sidecar_bench.synthetic import write_run
+from sidecar_bench.synthetic import make_meta, write_run
 
 from workflow_helpers import ROOT
 
@@ -202,6 +202,12 @@ def test_an_app_that_used_no_cpu_leads_the_reason_instead_of_failing_the_report(
     )
     assert m.miss_reason(model_row(cost_factor=0.0, cpu_use=0.5)).startswith("cost per request")
     assert m.miss_reason(model_row(cpu_use=math.nan)).startswith("cost per request rose")
+
+
+def test_synthetic_runs_give_an_app_under_sidecars_above_its_quota_no_cpu_not_less():
+    # 3 x 35 % beside 0.25 vCPU: the nominal loads exceed the quota; a process never has negative CPU.
+    meta = make_meta(Condition("go", 0.25, 2048, 3, 35), rows=10)
+    assert [p["cpu_s"] for p in meta["processes"] if p["role"] == "app"] == [0.0]
 
 
 def test_share_within_and_largest_misses():

@@ -58,7 +58,8 @@ def make_meta(
             "target_pct": None,
             "cpu_s": app_cpu_s
             if app_cpu_s is not None
-            else wall_s * (condition.vcpu - condition.total_sidecar_load_pct / 100) * 0.95,
+            # Sidecars set above the quota leave the app none of it (never less than none).
+            else wall_s * max(condition.vcpu - condition.total_sidecar_load_pct / 100, 0.0) * 0.95,
         }
     ]
     processes += [
