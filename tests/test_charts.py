@@ -14,6 +14,7 @@ from sidecar_bench.charts import (
     CHART_NAMES,
     FLAGGED,
     ccdf_points,
+    distribution_chart,
     figure_data,
     latency_rps_chart,
     period_labels,
@@ -85,6 +86,27 @@ def test_charts_survive_a_matrix_without_their_setups(tmp_path):
     assert [p.name for p in written] == [f"{n}.html" for n in CHART_NAMES]
     written = write_charts(summarise_runs([]), ref, [], tmp_path / "empty", formats=("svg",))
     assert len(written) == len(CHART_NAMES)
+
+
+def test_the_distribution_leaves_out_a_condition_without_one_successful_response(tmp_path):
+    # Go 0.25 vCPU + 3 sidecars at two loads; every response of the second is a 503 (a real run file: it has rows).
+    ref = reference.load_reference(REFERENCE)
+    answered, refused = Condition("go", 0.25, 2048, 3, 5), Condition("go", 0.25, 2048, 3, 15)
+    samples = two_mode_samples(2.0, 100.0, n=400, slow=8)
+    ok = write_run(tmp_path / answered.id / "rep1.parquet", answered, samples)
+    failed = write_run(
+        tmp_path / refused.id / "rep1.parquet", refused, samples, status_code=np.full(400, 503)
+    )
+    spec = distribution_chart(summarise_runs([ok, failed]), ref, [ok, failed]).to_dict()
+    drawn = {
+        str(v) for l in layers_of(spec) for v in l["encoding"].get("color", {}).get("sort", [])
+    }
+    assert {label.split()[0] for label in drawn} == {
+        "15%"
+    }  # 3 x 5 % drawn, 3 x 15 % (45 %) left out
+    # Only the condition without a successful response: a placeholder, not a failed chart stage.
+    alone = distribution_chart(summarise_runs([failed]), ref, [failed]).to_dict()
+    assert "No successful per-request data" in str(alone)
 
 
 # --- intervals, flags and the fixes a reader needs, on a hand-made per-condition summary ---

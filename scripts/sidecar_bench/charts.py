@@ -763,6 +763,8 @@ def distribution_chart(
                 cols["response_time_s"][(cols["status_code"] >= 200) & (cols["status_code"] <= 299)]
             )
         points = ccdf_points(np.concatenate(ok))
+        if points.empty:  # no successful response in any repetition: no distribution to draw
+            continue
         name = setup_name(row.app, row.vcpu, row.sidecar_count)
         mark = flag_marks(getattr(row, "flags", ""))
         label = f"{row.total_sidecar_load_pct:g}%" + (f" ({mark})" if mark else "")
@@ -791,7 +793,8 @@ def distribution_chart(
                 )
     if not frames:
         return placeholder(
-            title, "No per-request data for Go / Next 0.25 vCPU + 3 sidecars in the current matrix."
+            title,
+            "No successful per-request data for Go / Next 0.25 vCPU + 3 sidecars in the current matrix.",
         )
     data = pd.concat(frames, ignore_index=True)
     period = (
