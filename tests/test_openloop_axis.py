@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sidecar_bench import capacity, flags, openloop_report
+from sidecar_bench import capacity, flags, openloop_report, record
 from sidecar_bench.conditions import Condition, ConfigError
 from sidecar_bench.experiment import load_experiment
 from sidecar_bench.stats import summarise_conditions, summarise_run, summarise_runs
@@ -298,6 +298,40 @@ def test_the_comparison_sets_each_open_cell_beside_its_closed_cell_with_interval
     assert spec["resolve"]["scale"]["x"] == "independent"
     drawn = pd.DataFrame(next(iter(spec["datasets"].values())))
     assert drawn["p99_lo_drawn"].min() == openloop_report.P99_FLOOR_MS
+
+
+def test_an_open_condition_whose_every_run_failed_stays_open_and_out_of_the_closed_tables(tmp_path):
+    closed, opened = (
+        Condition("go", 0.25, 2048, 3, 5),
+        Condition("go", 0.25, 2048, 3, 5, load_model="open", rate_share=0.5),
+    )
+    files = [
+        write_run(run_path(tmp_path, closed.id, rep), closed, [0.002] * 100, wall_s=2.0, repeat=rep)
+        for rep in (1, 2)
+    ]
+    for rep in (1, 2):
+        failure = record.failure_record(
+            opened.as_dict(),
+            rep,
+            {"duration_s": 2.0},
+            "the app stopped",
+            {"phase": "start"},
+            None,
+            "t",
+        )
+        files.append(record.write_failure(run_path(tmp_path, opened.id, rep), failure))
+    runs = summarise_runs(files)
+    assert list(runs.loc[runs["status"] == "failed", "rate_share"]) == [0.5, 0.5]
+    summary = summarise_conditions(runs)
+    failed = summary.set_index("condition_id").loc[opened.id]
+    assert (failed["load_model"], failed["rate_share"], failed["repeats"]) == ("open", 0.5, 0)
+    # The closed tables and charts see only the closed cell, which no failure marks.
+    assert list(openloop_report.closed_loop(summary)["condition_id"]) == [closed.id]
+    assert "run_failed" not in summary.set_index("condition_id").loc[closed.id, "flags"]
+    # The comparison shows the open condition as failed, beside its closed cell.
+    table = openloop_report.comparison(summary)
+    assert list(table["condition_id"]) == [opened.id]
+    assert "50 % of capacity: every run failed" in openloop_report.markdown(table)
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,9 @@ def markdown(table: pd.DataFrame) -> str:
         cells = [
             f"{r['app']} {r['vcpu']:g} vCPU, {_sidecars(r['sidecar_count'])}",
             f"{r['total_sidecar_load_pct']:g}",
-            f"{r['rate_per_s']:.0f}/s ({r['rate_share'] * 100:g} % of {r['capacity_rps']:.0f})",
+            f"{r['rate_per_s']:.0f}/s ({r['rate_share'] * 100:g} % of {r['capacity_rps']:.0f})"
+            if r["repeats"]
+            else f"{r['rate_share'] * 100:g} % of capacity: every run failed",
             _interval(r["not_on_time_share"], math.nan, math.nan, 2, 100)
             + (" O" if r["not_on_time_share"] > 0.01 else ""),
         ]

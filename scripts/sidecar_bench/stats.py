@@ -432,6 +432,10 @@ def failed_run_row(path: str | Path, failure: dict[str, Any]) -> dict[str, Any]:
             "load_model": condition.get("load_model", "closed"),
         }
     )
+    if (
+        row["load_model"] == "open"
+    ):  # what places the condition among the open loop's: its rate and arrivals
+        row.update(arrivals=condition.get("arrivals"), rate_share=_num(condition.get("rate_share")))
     for key in ENVIRONMENT_KEYS:
         row[f"env_{key}"] = None
     row["flags"] = flagmod.join(flagmod.failed_run_flags(row))
@@ -915,6 +919,8 @@ def _failed_condition(failed: dict[str, np.ndarray]) -> dict[str, Any]:
     """The row of a condition none of whose repetitions was measured: identity, counts, failure; no number."""
     row: dict[str, Any] = {column: math.nan for column in CONDITION_COLUMNS}
     row.update({c: failed[c][0] for c in IDENTITY_COLUMNS})
+    # The load model too: an open-loop condition that failed stays among the open loop's, out of closed tables.
+    row.update(_open_loop_condition(failed))
     row.update(
         {
             "repeats": 0,
