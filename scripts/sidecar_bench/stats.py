@@ -432,9 +432,8 @@ def failed_run_row(path: str | Path, failure: dict[str, Any]) -> dict[str, Any]:
             "load_model": condition.get("load_model", "closed"),
         }
     )
-    if (
-        row["load_model"] == "open"
-    ):  # what places the condition among the open loop's: its rate and arrivals
+    # What places an open-loop condition among the open loop's: its rate and arrivals.
+    if row["load_model"] == "open":
         row.update(arrivals=condition.get("arrivals"), rate_share=_num(condition.get("rate_share")))
     for key in ENVIRONMENT_KEYS:
         row[f"env_{key}"] = None
