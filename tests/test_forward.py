@@ -260,6 +260,22 @@ def test_one_outlier_run_does_not_set_the_cost_alone():
     assert np.isfinite([fit.lo, fit.hi]).all()
 
 
+def test_a_run_whose_app_counter_read_no_cpu_gives_no_cost_to_the_fit():
+    summary, runs = synthetic()
+    runs["app_cost_ms"] = [0.0, 0.25, 0.26]  # the first run's app CPU read 0
+    fit = fw.fit_cost(runs, "go", 0.25)
+    assert (fit.runs, fit.value) == (2, pytest.approx(0.255))
+    # Every run without: no fit, so no prediction (not an infinite one).
+    runs["app_cost_ms"] = 0.0
+    assert fw.fit_cost(runs, "go", 0.25) is None
+    row = (
+        fw.forward_predict(summary, runs)
+        .set_index("condition_id")
+        .loc["go_cpu0.25_mem2048_sc3_load10"]
+    )
+    assert math.isnan(row["predicted_rps"])
+
+
 def test_a_cost_interval_reaching_below_zero_leaves_the_prediction_unbounded_above():
     summary, runs = synthetic()
     runs["app_cost_ms"] = [

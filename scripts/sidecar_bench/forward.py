@@ -163,7 +163,8 @@ def fit_cost(per_run: pd.DataFrame, app: str, vcpu: float) -> CostFit | None:
     zero = zero_load_runs(per_run)
     rows = zero[(zero["app"] == app) & np.isclose(_numeric(zero, "vcpu"), float(vcpu))]
     costs = _run_costs(rows)
-    rows = rows[np.isfinite(costs)]
+    # A request always costs CPU: a run whose app counter read none (0 ms a request) has no cost to give.
+    rows = rows[np.isfinite(costs) & (costs > 0)]
     if rows.empty:
         return None
     counts = rows["memory_mb"].value_counts()
