@@ -101,9 +101,8 @@ def test_the_distribution_leaves_out_a_condition_without_one_successful_response
     drawn = {
         str(v) for l in layers_of(spec) for v in l["encoding"].get("color", {}).get("sort", [])
     }
-    assert {label.split()[0] for label in drawn} == {
-        "15%"
-    }  # 3 x 5 % drawn, 3 x 15 % (45 %) left out
+    # 3 x 5 % (15 %) drawn, 3 x 15 % (45 %) left out.
+    assert {label.split()[0] for label in drawn} == {"15%"}
     # Only the condition without a successful response: a placeholder, not a failed chart stage.
     alone = distribution_chart(summarise_runs([failed]), ref, [failed]).to_dict()
     assert "No successful per-request data" in str(alone)
