@@ -325,9 +325,8 @@ def test_an_open_condition_whose_every_run_failed_stays_open_and_out_of_the_clos
     summary = summarise_conditions(runs)
     failed = summary.set_index("condition_id").loc[opened.id]
     assert (failed["load_model"], failed["rate_share"], failed["repeats"]) == ("open", 0.5, 0)
-    assert (
-        "run_failed" in failed["flags"]
-    )  # the flag fires on the failed condition, not on its closed cell
+    # The flag fires on the failed condition, and (below) not on its closed cell.
+    assert "run_failed" in failed["flags"]
     # The closed tables and charts see only the closed cell, which no failure marks.
     assert list(openloop_report.closed_loop(summary)["condition_id"]) == [closed.id]
     assert "run_failed" not in summary.set_index("condition_id").loc[closed.id, "flags"]
